@@ -1,0 +1,455 @@
+//! Cairn's SQLite storage backend: one database file in WAL mode, full-text search with FTS5.
+//!
+//! Reads go through a pool of connections; writes go through a single writer connection, so
+//! writers queue in the process instead of spinning on SQLite's lock. Every call runs on
+//! tokio's blocking threads, never on the async workers.
+
+mod migrations;
+mod rows;
+
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_store::{
+    MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result, StoreError, TextMatch,
+};
+use cairn_types::{Memory, Outcome, PatchEvidence, Timestamp};
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::rows::{json_text, memory_from_row, evidence_from_row, outcome_from_row, MEMORY_COLUMNS};
+
+/// How long a connection waits for another process's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const READER_CONNECTIONS: u32 = 8;
+
+/// A [`MemoryStore`] in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    readers: Pool<SqliteConnectionManager>,
+    writer: Pool<SqliteConnectionManager>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path` and applies pending migrations.
+    pub fn open(path: &Path) -> Result<SqliteStore> {
+        let manager = || SqliteConnectionManager::file(path).with_init(configure_connection);
+        let writer = Pool::builder()
+            .max_size(1)
+            .connection_timeout(Duration::from_secs(30))
+            .build(manager())
+            .map_err(StoreError::backend)?;
+        {
+            let mut connection = writer.get().map_err(StoreError::backend)?;
+            migrations::apply(&mut connection).map_err(StoreError::backend)?;
+        }
+        let readers = Pool::builder()
+            .max_size(READER_CONNECTIONS)
+            .min_idle(Some(1))
+            .build(manager())
+            .map_err(StoreError::backend)?;
+        Ok(SqliteStore { readers, writer })
+    }
+
+    async fn read<T, F>(&self, query: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let pool = self.readers.clone();
+        run_blocking(move || {
+            let connection = pool.get().map_err(StoreError::backend)?;
+            query(&connection)
+        })
+        .await
+    }
+
+    /// Runs `change` in one immediate transaction on the writer connection.
+    async fn write<T, F>(&self, change: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        let pool = self.writer.clone();
+        run_blocking(move || {
+            let mut connection = pool.get().map_err(StoreError::backend)?;
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(StoreError::backend)?;
+            let value = change(&transaction)?;
+            transaction.commit().map_err(StoreError::backend)?;
+            Ok(value)
+        })
+        .await
+    }
+}
+
+fn configure_connection(connection: &mut Connection) -> rusqlite::Result<()> {
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    // WAL lets readers run beside the writer; FULL syncs the log on every commit, so an
+    // acknowledged write survives a crash of the machine, not only of the process.
+    connection.pragma_update(None, "journal_mode", "WAL")?;
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+async fn run_blocking<T, F>(work: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work).await.map_err(StoreError::backend)?
+}
+
+fn sql(error: rusqlite::Error) -> StoreError {
+    StoreError::backend(error)
+}
+
+/// Builds an FTS5 query matching any of `terms`, each quoted so it is data, never syntax.
+fn match_any(terms: &[String]) -> String {
+    let quoted: Vec<String> = terms.iter().map(|term| format!("\"{}\"", term.replace('"', "\"\""))).collect();
+    quoted.join(" OR ")
+}
+
+/// The WHERE clause shared by lists and searches, with its parameters ?1..?4.
+const FILTER_SQL: &str = "(?1 IS NULL OR m.scope = ?1) AND (?2 IS NULL OR m.status = ?2) \
+     AND (?3 IS NULL OR m.repo = ?3) AND (?4 OR m.archived_at IS NULL)";
+
+fn filter_params(filter: &MemoryFilter) -> (Option<&'static str>, Option<&'static str>, Option<String>, bool) {
+    (
+        filter.scope.map(|scope| scope.as_str()),
+        filter.status.map(|status| status.as_str()),
+        filter.repo.clone(),
+        filter.include_archived,
+    )
+}
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    async fn insert_memories(&self, memories: &[Memory]) -> Result<()> {
+        let memories = memories.to_vec();
+        self.write(move |tx| {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO memories (id, content, scope, status, repo, tags, source, metadata, \
+                     created_at, updated_at, last_recalled_at, recall_count, archived_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                )
+                .map_err(sql)?;
+            for memory in &memories {
+                insert
+                    .execute(params![
+                        memory.id,
+                        memory.content,
+                        memory.scope.as_str(),
+                        memory.status.as_str(),
+                        memory.repo,
+                        json_text(&memory.tags),
+                        memory.source,
+                        json_text(&memory.metadata),
+                        memory.created_at.as_millis(),
+                        memory.updated_at.as_millis(),
+                        memory.last_recalled_at.map(Timestamp::as_millis),
+                        memory.recall_count as i64,
+                        memory.archived_at.map(Timestamp::as_millis),
+                    ])
+                    .map_err(sql)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_memory(&self, id: &str) -> Result<Option<Memory>> {
+        let id = id.to_owned();
+        self.read(move |connection| {
+            let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let row = statement.query_row([id], |row| Ok(memory_from_row(row))).optional().map_err(sql)?;
+            row.transpose()
+        })
+        .await
+    }
+
+    async fn update_memory(
+        &self,
+        id: &str,
+        change: &MemoryChange,
+        updated_at: Timestamp,
+    ) -> Result<Option<Memory>> {
+        let (id, change) = (id.to_owned(), change.clone());
+        self.write(move |tx| {
+            let archived_given = change.archived_at.is_some();
+            let archived_at = change.archived_at.flatten().map(Timestamp::as_millis);
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE memories SET content = coalesce(?2, content), scope = coalesce(?3, scope), \
+                     status = coalesce(?4, status), tags = coalesce(?5, tags), \
+                     metadata = coalesce(?6, metadata), \
+                     archived_at = CASE WHEN ?7 THEN ?8 ELSE archived_at END, updated_at = ?9 \
+                     WHERE id = ?1",
+                )
+                .map_err(sql)?
+                .execute(params![
+                    id,
+                    change.content,
+                    change.scope.map(|scope| scope.as_str()),
+                    change.status.map(|status| status.as_str()),
+                    change.tags.as_ref().map(json_text),
+                    change.metadata.as_ref().map(json_text),
+                    archived_given,
+                    archived_at,
+                    updated_at.as_millis(),
+                ])
+                .map_err(sql)?;
+            if changed == 0 {
+                return Ok(None);
+            }
+            let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
+            let mut statement = tx.prepare_cached(&query).map_err(sql)?;
+            statement.query_row([&id], |row| Ok(memory_from_row(row))).map_err(sql)?.map(Some)
+        })
+        .await
+    }
+
+    async fn list_memories(
+        &self,
+        filter: &MemoryFilter,
+        limit: u32,
+        offset: u64,
+    ) -> Result<MemoryPage> {
+        let (scope, status, repo, include_archived) = filter_params(filter);
+        self.read(move |connection| {
+            let count_query = format!("SELECT count(*) FROM memories m WHERE {FILTER_SQL}");
+            let total: i64 = connection
+                .prepare_cached(&count_query)
+                .map_err(sql)?
+                .query_row(params![scope, status, repo, include_archived], |row| row.get(0))
+                .map_err(sql)?;
+            let page_query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {FILTER_SQL} \
+                 ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?5 OFFSET ?6"
+            );
+            let mut statement = connection.prepare_cached(&page_query).map_err(sql)?;
+            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+            let rows = statement
+                .query_map(params![scope, status, repo, include_archived, limit, offset], |row| {
+                    Ok(memory_from_row(row))
+                })
+                .map_err(sql)?;
+            let memories = rows.map(|row| row.map_err(sql)?).collect::<Result<Vec<_>>>()?;
+            Ok(MemoryPage { memories, total: total as u64 })
+        })
+        .await
+    }
+
+    async fn search_memories(
+        &self,
+        terms: &[String],
+        filter: &MemoryFilter,
+        limit: u32,
+    ) -> Result<Vec<TextMatch>> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expression = match_any(terms);
+        let (scope, status, repo, _) = filter_params(filter);
+        self.read(move |connection| {
+            // bm25() is lower for better matches; content weighs twice as much as tags.
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS}, bm25(memories_fts, 2.0, 1.0) AS score \
+                 FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid \
+                 WHERE memories_fts MATCH ?5 AND {FILTER_SQL} ORDER BY score LIMIT ?6"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let rows = statement
+                .query_map(params![scope, status, repo, false, expression, limit], |row| {
+                    let score: f64 = row.get("score")?;
+                    Ok(memory_from_row(row).map(|memory| TextMatch { memory, relevance: -score }))
+                })
+                .map_err(sql)?;
+            rows.map(|row| row.map_err(sql)?).collect()
+        })
+        .await
+    }
+
+    async fn count_memories(&self) -> Result<u64> {
+        self.read(|connection| {
+            let count: i64 = connection
+                .prepare_cached("SELECT count(*) FROM memories WHERE archived_at IS NULL")
+                .map_err(sql)?
+                .query_row([], |row| row.get(0))
+                .map_err(sql)?;
+            Ok(count as u64)
+        })
+        .await
+    }
+
+    async fn record_recall(
+        &self,
+        memory_ids: &[String],
+        task_key: &str,
+        at: Timestamp,
+    ) -> Result<()> {
+        let (memory_ids, task_key) = (memory_ids.to_vec(), task_key.to_owned());
+        self.write(move |tx| {
+            let mut mark = tx
+                .prepare_cached(
+                    "UPDATE memories SET last_recalled_at = ?2, recall_count = recall_count + 1 WHERE id = ?1",
+                )
+                .map_err(sql)?;
+            let mut log = tx
+                .prepare_cached(
+                    "INSERT INTO task_recalls (task_key, memory_id, first_recalled_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (task_key, memory_id) DO NOTHING",
+                )
+                .map_err(sql)?;
+            for id in &memory_ids {
+                mark.execute(params![id, at.as_millis()]).map_err(sql)?;
+                log.execute(params![task_key, id, at.as_millis()]).map_err(sql)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>> {
+        let task_key = task_key.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached("SELECT memory_id FROM task_recalls WHERE task_key = ?1 ORDER BY seq")
+                .map_err(sql)?;
+            let rows = statement.query_map([task_key], |row| row.get(0)).map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<String>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn insert_outcome(&self, outcome: &Outcome) -> Result<Outcome> {
+        let mut outcome = outcome.clone();
+        self.write(move |tx| {
+            let failures: i64 = tx
+                .prepare_cached("SELECT count(*) FROM outcomes WHERE command = ?1 AND exit_code <> 0")
+                .map_err(sql)?
+                .query_row([&outcome.command], |row| row.get(0))
+                .map_err(sql)?;
+            outcome.previous_failures = failures as u64;
+            tx.prepare_cached(
+                "INSERT INTO outcomes (id, command, exit_code, task, repo, recorded_at, previous_failures) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(sql)?
+            .execute(params![
+                outcome.outcome_id,
+                outcome.command,
+                outcome.exit_code,
+                outcome.task,
+                outcome.repo,
+                outcome.recorded_at.as_millis(),
+                failures,
+            ])
+            .map_err(sql)?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn outcomes_for_command(&self, command: &str, limit: u32) -> Result<Vec<Outcome>> {
+        let command = command.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, command, exit_code, task, repo, recorded_at, previous_failures FROM outcomes \
+                     WHERE command = ?1 ORDER BY recorded_at DESC, rowid DESC LIMIT ?2",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map(params![command, limit], outcome_from_row).map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn insert_evidence(&self, evidence: &PatchEvidence) -> Result<()> {
+        let evidence = evidence.clone();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO evidence (id, task, files, commands, memories_used, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(sql)?
+            .execute(params![
+                evidence.evidence_id,
+                evidence.task,
+                json_text(&evidence.files),
+                json_text(&evidence.commands),
+                json_text(&evidence.memories_used),
+                evidence.created_at.as_millis(),
+            ])
+            .map_err(sql)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>> {
+        let id = id.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, task, files, commands, memories_used, created_at FROM evidence WHERE id = ?1",
+                )
+                .map_err(sql)?;
+            let row = statement.query_row([id], |row| Ok(evidence_from_row(row))).optional().map_err(sql)?;
+            row.transpose()
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_store::MemoryStore;
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_store_passes_the_conformance_suite() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut n = 0;
+        cairn_store::conformance::run(|| {
+            n += 1;
+            let path = directory.path().join(format!("conformance-{n}.db"));
+            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn MemoryStore> }
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn data_survives_reopening_the_file() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        let memory = cairn_store::conformance::sample_memory("kept", cairn_types::Scope::User, 1);
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
+        }
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(reopened.get_memory(&memory.id).await.unwrap(), Some(memory));
+    }
+
+    #[test]
+    fn match_expressions_quote_every_term() {
+        assert_eq!(match_any(&["a\"b".to_owned(), "OR".to_owned()]), "\"a\"\"b\" OR \"OR\"");
+    }
+}

@@ -1,0 +1,87 @@
+//! Versioned schema migrations, tracked in SQLite's `user_version` and applied at open.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Each entry moves the schema up by one version. Never edit an entry that has shipped;
+/// add a new one.
+const MIGRATIONS: &[&str] = &[
+    // 1: memories with full-text search, the recall log, outcomes and patch evidence.
+    r#"
+    CREATE TABLE memories (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        content TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        status TEXT NOT NULL,
+        repo TEXT,
+        tags TEXT NOT NULL DEFAULT '[]',
+        source TEXT,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        last_recalled_at INTEGER,
+        recall_count INTEGER NOT NULL DEFAULT 0,
+        archived_at INTEGER
+    );
+    CREATE INDEX memories_by_created ON memories (created_at DESC);
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        content, tags,
+        content = 'memories', content_rowid = 'rowid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO memories_fts (rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+    END;
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content, tags)
+        VALUES ('delete', old.rowid, old.content, old.tags);
+    END;
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content, tags)
+        VALUES ('delete', old.rowid, old.content, old.tags);
+        INSERT INTO memories_fts (rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+    END;
+
+    CREATE TABLE task_recalls (
+        seq INTEGER PRIMARY KEY,
+        task_key TEXT NOT NULL,
+        memory_id TEXT NOT NULL,
+        first_recalled_at INTEGER NOT NULL,
+        UNIQUE (task_key, memory_id)
+    );
+
+    CREATE TABLE outcomes (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        command TEXT NOT NULL,
+        exit_code INTEGER NOT NULL,
+        task TEXT,
+        repo TEXT,
+        recorded_at INTEGER NOT NULL,
+        previous_failures INTEGER NOT NULL
+    );
+    CREATE INDEX outcomes_by_command ON outcomes (command, recorded_at DESC);
+
+    CREATE TABLE evidence (
+        id TEXT PRIMARY KEY,
+        task TEXT NOT NULL,
+        files TEXT NOT NULL,
+        commands TEXT NOT NULL,
+        memories_used TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    "#,
+];
+
+/// Applies every migration above the database's version, each in its own transaction.
+pub(crate) fn apply(connection: &mut Connection) -> rusqlite::Result<()> {
+    let current: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        transaction.execute_batch(migration)?;
+        transaction.pragma_update(None, "user_version", index as i64 + 1)?;
+        transaction.commit()?;
+        tracing::info!(version = index + 1, "applied storage migration");
+    }
+    Ok(())
+}

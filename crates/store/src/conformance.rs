@@ -1,0 +1,248 @@
+//! The conformance suite: behaviour every [`MemoryStore`] backend must show.
+//!
+//! A backend's tests call [`run`] with a function that opens a fresh, empty store; each
+//! check gets its own store and panics with a message naming what broke.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use cairn_types::{new_id, IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp};
+
+use crate::{MemoryChange, MemoryFilter, MemoryStore};
+
+/// Runs every check, each against a fresh store from `open_store`.
+pub async fn run<F, Fut>(mut open_store: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Arc<dyn MemoryStore>>,
+{
+    inserted_memories_read_back_unchanged(open_store().await).await;
+    lists_are_newest_first_filtered_and_paged(open_store().await).await;
+    updates_apply_atomically_and_archive(open_store().await).await;
+    search_ranks_by_relevance_and_follows_edits(open_store().await).await;
+    counts_leave_out_archived(open_store().await).await;
+    recall_marks_memories_and_remembers_tasks(open_store().await).await;
+    outcomes_count_previous_failures(open_store().await).await;
+    evidence_reads_back(open_store().await).await;
+    concurrent_writers_lose_nothing(open_store().await).await;
+}
+
+/// A memory for tests, created at `millis`.
+pub fn sample_memory(content: &str, scope: Scope, millis: i64) -> Memory {
+    let mut metadata = JsonObject::new();
+    metadata.insert("origin".into(), serde_json::json!({"tool": "conformance", "n": 1}));
+    Memory {
+        id: new_id(IdPrefix::Memory),
+        content: content.to_owned(),
+        scope,
+        status: Status::Active,
+        repo: Some("cairn".to_owned()),
+        tags: vec!["build".to_owned(), "tooling".to_owned()],
+        source: Some("conformance".to_owned()),
+        metadata,
+        created_at: Timestamp::from_millis(millis),
+        updated_at: Timestamp::from_millis(millis),
+        last_recalled_at: None,
+        recall_count: 0,
+        archived_at: None,
+    }
+}
+
+async fn inserted_memories_read_back_unchanged(store: Arc<dyn MemoryStore>) {
+    let memory = sample_memory("Use pnpm, not npm, in this repo.\nSecond line.", Scope::Repo, 1_000);
+    store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
+    let read = store.get_memory(&memory.id).await.unwrap();
+    assert_eq!(read.as_ref(), Some(&memory), "a stored memory must read back field for field");
+    assert_eq!(store.get_memory("mem_missing").await.unwrap(), None, "unknown ids read as None");
+}
+
+async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) {
+    let mut memories = Vec::new();
+    for (i, scope) in [Scope::Repo, Scope::User, Scope::Global, Scope::Task, Scope::Repo].iter().enumerate() {
+        let mut memory = sample_memory(&format!("memory number {i}"), *scope, 1_000 + i as i64);
+        if i == 1 {
+            memory.status = Status::Review;
+        }
+        if i == 2 {
+            memory.repo = Some("other".to_owned());
+        }
+        memories.push(memory);
+    }
+    store.insert_memories(&memories).await.unwrap();
+    let archived_change = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(9_000))), ..Default::default() };
+    store.update_memory(&memories[3].id, &archived_change, Timestamp::from_millis(9_000)).await.unwrap();
+
+    let all = store.list_memories(&MemoryFilter::default(), 10, 0).await.unwrap();
+    let ids: Vec<&str> = all.memories.iter().map(|m| m.id.as_str()).collect();
+    let expected: Vec<&str> = [4, 2, 1, 0].iter().map(|&i| memories[i].id.as_str()).collect();
+    assert_eq!(ids, expected, "lists are newest first and leave archived memories out");
+    assert_eq!(all.total, 4);
+
+    let page = store.list_memories(&MemoryFilter::default(), 2, 1).await.unwrap();
+    assert_eq!(page.total, 4, "total counts every match, not the page");
+    assert_eq!(page.memories.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(), expected[1..3]);
+
+    let with_archived = MemoryFilter { include_archived: true, ..Default::default() };
+    assert_eq!(store.list_memories(&with_archived, 10, 0).await.unwrap().total, 5);
+
+    let repo_scope = MemoryFilter { scope: Some(Scope::Repo), ..Default::default() };
+    assert_eq!(store.list_memories(&repo_scope, 10, 0).await.unwrap().total, 2);
+    let review = MemoryFilter { status: Some(Status::Review), ..Default::default() };
+    let review_page = store.list_memories(&review, 10, 0).await.unwrap();
+    assert_eq!(review_page.memories.len(), 1);
+    assert_eq!(review_page.memories[0].id, memories[1].id);
+    let other_repo = MemoryFilter { repo: Some("other".to_owned()), ..Default::default() };
+    assert_eq!(store.list_memories(&other_repo, 10, 0).await.unwrap().memories[0].id, memories[2].id);
+    let past_end = store.list_memories(&MemoryFilter::default(), 10, 50).await.unwrap();
+    assert!(past_end.memories.is_empty());
+    assert_eq!(past_end.total, 4);
+}
+
+async fn updates_apply_atomically_and_archive(store: Arc<dyn MemoryStore>) {
+    let memory = sample_memory("original text", Scope::User, 1_000);
+    store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
+    let change = MemoryChange {
+        content: Some("changed text".to_owned()),
+        status: Some(Status::Stale),
+        tags: Some(vec!["x".to_owned()]),
+        ..Default::default()
+    };
+    let updated = store.update_memory(&memory.id, &change, Timestamp::from_millis(2_000)).await.unwrap().unwrap();
+    assert_eq!(updated.content, "changed text");
+    assert_eq!(updated.status, Status::Stale);
+    assert_eq!(updated.tags, vec!["x".to_owned()]);
+    assert_eq!(updated.scope, Scope::User, "fields not in the change stay as they were");
+    assert_eq!(updated.metadata, memory.metadata);
+    assert_eq!(updated.updated_at, Timestamp::from_millis(2_000));
+    assert_eq!(updated.created_at, memory.created_at);
+    assert_eq!(store.get_memory(&memory.id).await.unwrap(), Some(updated));
+
+    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(3_000))), ..Default::default() };
+    let archived = store.update_memory(&memory.id, &archive, Timestamp::from_millis(3_000)).await.unwrap().unwrap();
+    assert_eq!(archived.archived_at, Some(Timestamp::from_millis(3_000)));
+    let restore = MemoryChange { archived_at: Some(None), ..Default::default() };
+    let restored = store.update_memory(&memory.id, &restore, Timestamp::from_millis(4_000)).await.unwrap().unwrap();
+    assert_eq!(restored.archived_at, None);
+
+    let missing = store.update_memory("mem_missing", &change, Timestamp::from_millis(5_000)).await.unwrap();
+    assert_eq!(missing, None, "updating an unknown id changes nothing and says so");
+}
+
+async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>) {
+    let strong = sample_memory("The deploy script deploys to staging; deploy with care.", Scope::Repo, 1_000);
+    let weak = sample_memory("Coffee is in the kitchen. Someone mentioned a deploy once.", Scope::Global, 1_001);
+    let unrelated = sample_memory("Tabs, not spaces, in Makefiles.", Scope::Repo, 1_002);
+    let archived = sample_memory("deploy deploy deploy archived", Scope::Repo, 1_003);
+    store.insert_memories(&[strong.clone(), weak.clone(), unrelated.clone(), archived.clone()]).await.unwrap();
+    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(2_000))), ..Default::default() };
+    store.update_memory(&archived.id, &archive, Timestamp::from_millis(2_000)).await.unwrap();
+
+    let terms = vec!["deploy".to_owned()];
+    let hits = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
+    let ids: Vec<&str> = hits.iter().map(|h| h.memory.id.as_str()).collect();
+    assert_eq!(ids, vec![strong.id.as_str(), weak.id.as_str()], "relevant first; archived never");
+    assert!(hits[0].relevance > hits[1].relevance && hits[1].relevance > 0.0);
+
+    let stemmed = store.search_memories(&["deploying".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    assert_eq!(stemmed.len(), 2, "word forms match (stemming)");
+
+    let only_global = MemoryFilter { scope: Some(Scope::Global), ..Default::default() };
+    let global_hits = store.search_memories(&terms, &only_global, 10).await.unwrap();
+    assert_eq!(global_hits.len(), 1);
+    assert_eq!(global_hits[0].memory.id, weak.id);
+
+    let by_tag = store.search_memories(&["tooling".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    assert_eq!(by_tag.len(), 3, "tags are searchable");
+
+    let odd = store.search_memories(&["\"quote\" OR (NEAR".to_owned(), "AND".to_owned()], &MemoryFilter::default(), 10).await;
+    assert!(odd.is_ok(), "search terms are data, never query syntax: {odd:?}");
+
+    let edit = MemoryChange { content: Some("Kitchen has tea now.".to_owned()), ..Default::default() };
+    store.update_memory(&weak.id, &edit, Timestamp::from_millis(3_000)).await.unwrap();
+    let after_edit = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
+    assert_eq!(after_edit.len(), 1, "an edited memory is found by its new text only");
+    let tea = store.search_memories(&["tea".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    assert_eq!(tea.len(), 1);
+    assert!(store.search_memories(&[], &MemoryFilter::default(), 10).await.unwrap().is_empty());
+}
+
+async fn counts_leave_out_archived(store: Arc<dyn MemoryStore>) {
+    let memories: Vec<Memory> = (0..3).map(|i| sample_memory("x", Scope::Task, i)).collect();
+    store.insert_memories(&memories).await.unwrap();
+    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
+    store.update_memory(&memories[0].id, &archive, Timestamp::from_millis(10)).await.unwrap();
+    assert_eq!(store.count_memories().await.unwrap(), 2);
+}
+
+async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn MemoryStore>) {
+    let a = sample_memory("a", Scope::Repo, 1);
+    let b = sample_memory("b", Scope::Repo, 2);
+    store.insert_memories(&[a.clone(), b.clone()]).await.unwrap();
+    let at = Timestamp::from_millis(5_000);
+    store.record_recall(&[b.id.clone(), a.id.clone()], "fix the build", at).await.unwrap();
+    store.record_recall(&[a.id.clone()], "fix the build", Timestamp::from_millis(6_000)).await.unwrap();
+    let a_after = store.get_memory(&a.id).await.unwrap().unwrap();
+    assert_eq!(a_after.recall_count, 2);
+    assert_eq!(a_after.last_recalled_at, Some(Timestamp::from_millis(6_000)));
+    let b_after = store.get_memory(&b.id).await.unwrap().unwrap();
+    assert_eq!((b_after.recall_count, b_after.last_recalled_at), (1, Some(at)));
+    assert_eq!(store.recalled_for_task("fix the build").await.unwrap(), vec![b.id.clone(), a.id.clone()]);
+    assert!(store.recalled_for_task("another task").await.unwrap().is_empty());
+}
+
+fn sample_outcome(command: &str, exit_code: i32, millis: i64) -> Outcome {
+    Outcome {
+        outcome_id: new_id(IdPrefix::Outcome),
+        command: command.to_owned(),
+        exit_code,
+        succeeded: exit_code == 0,
+        task: Some("t".to_owned()),
+        repo: None,
+        recorded_at: Timestamp::from_millis(millis),
+        previous_failures: 0,
+    }
+}
+
+async fn outcomes_count_previous_failures(store: Arc<dyn MemoryStore>) {
+    let first = store.insert_outcome(&sample_outcome("make test", 2, 1)).await.unwrap();
+    assert_eq!(first.previous_failures, 0);
+    store.insert_outcome(&sample_outcome("make build", 1, 2)).await.unwrap();
+    store.insert_outcome(&sample_outcome("make test", 0, 3)).await.unwrap();
+    let third = store.insert_outcome(&sample_outcome("make test", 1, 4)).await.unwrap();
+    assert_eq!(third.previous_failures, 1, "counts failures of the same command only");
+    let listed = store.outcomes_for_command("make test", 10).await.unwrap();
+    let exit_codes: Vec<i32> = listed.iter().map(|o| o.exit_code).collect();
+    assert_eq!(exit_codes, vec![1, 0, 2], "newest first");
+    assert_eq!(listed[0], third);
+}
+
+async fn evidence_reads_back(store: Arc<dyn MemoryStore>) {
+    let evidence = PatchEvidence {
+        evidence_id: new_id(IdPrefix::Evidence),
+        task: "fix the build".to_owned(),
+        files: vec!["src/main.rs".to_owned()],
+        commands: vec!["cargo test".to_owned()],
+        memories_used: vec!["mem_a".to_owned()],
+        created_at: Timestamp::from_millis(7),
+    };
+    store.insert_evidence(&evidence).await.unwrap();
+    assert_eq!(store.get_evidence(&evidence.evidence_id).await.unwrap(), Some(evidence));
+    assert_eq!(store.get_evidence("ev_missing").await.unwrap(), None);
+}
+
+async fn concurrent_writers_lose_nothing(store: Arc<dyn MemoryStore>) {
+    let mut tasks = Vec::new();
+    for writer in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let memory = sample_memory(&format!("writer {writer} item {i}"), Scope::Task, i);
+                store.insert_memories(&[memory]).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(store.count_memories().await.unwrap(), 200, "every acknowledged write is kept");
+}

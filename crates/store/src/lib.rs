@@ -1,0 +1,115 @@
+//! Cairn's storage traits: what the memory engine needs from a database, and nothing more.
+//!
+//! Backends (`cairn-store-sqlite` today, PostgreSQL later) implement [`MemoryStore`] and run
+//! the [`conformance`] suite, so every backend behaves the same to the engine above it.
+
+pub mod conformance;
+
+use async_trait::async_trait;
+use cairn_types::{JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp};
+
+/// What storage can fail with. Callers above only distinguish "the backend failed".
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage backend failed: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+        StoreError::Backend(Box::new(error))
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Which memories a list or a search considers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryFilter {
+    pub scope: Option<Scope>,
+    pub status: Option<Status>,
+    pub repo: Option<String>,
+    pub include_archived: bool,
+}
+
+/// A change applied to one memory atomically. `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryChange {
+    pub content: Option<String>,
+    pub scope: Option<Scope>,
+    pub status: Option<Status>,
+    pub tags: Option<Vec<String>>,
+    pub metadata: Option<JsonObject>,
+    /// `Some(Some(t))` archives at `t`, `Some(None)` restores.
+    pub archived_at: Option<Option<Timestamp>>,
+}
+
+/// A full-text candidate: a memory and its text relevance (higher is better, at least 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextMatch {
+    pub memory: Memory,
+    pub relevance: f64,
+}
+
+/// A page of memories and the count of all that match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryPage {
+    pub memories: Vec<Memory>,
+    pub total: u64,
+}
+
+/// Storage for the memory engine: memories with full-text search, the recall log, outcomes
+/// and patch evidence. Every method is one atomic operation.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    /// Stores new memories, all or none.
+    async fn insert_memories(&self, memories: &[Memory]) -> Result<()>;
+
+    async fn get_memory(&self, id: &str) -> Result<Option<Memory>>;
+
+    /// Applies `change` and sets `updatedAt`; returns the memory as it is after, or `None`
+    /// when there is no such memory.
+    async fn update_memory(
+        &self,
+        id: &str,
+        change: &MemoryChange,
+        updated_at: Timestamp,
+    ) -> Result<Option<Memory>>;
+
+    /// Memories matching `filter`, newest first.
+    async fn list_memories(&self, filter: &MemoryFilter, limit: u32, offset: u64)
+    -> Result<MemoryPage>;
+
+    /// Memories whose text contains any of `terms` (lower-case words), most relevant first.
+    /// Archived memories are never returned.
+    async fn search_memories(
+        &self,
+        terms: &[String],
+        filter: &MemoryFilter,
+        limit: u32,
+    ) -> Result<Vec<TextMatch>>;
+
+    /// Counts memories that are not archived.
+    async fn count_memories(&self) -> Result<u64>;
+
+    /// Marks memories as recalled at `at` for `task_key`: sets `lastRecalledAt`, increments
+    /// `recallCount`, and remembers which memories served the task.
+    async fn record_recall(&self, memory_ids: &[String], task_key: &str, at: Timestamp)
+    -> Result<()>;
+
+    /// The memories recalled for `task_key`, in the order they were first served.
+    async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>>;
+
+    /// Stores an outcome. `previous_failures` is computed by the store, in the same
+    /// transaction, as the count of earlier failures of the same command.
+    async fn insert_outcome(&self, outcome: &Outcome) -> Result<Outcome>;
+
+    /// Recorded outcomes of exactly `command`, newest first.
+    async fn outcomes_for_command(&self, command: &str, limit: u32) -> Result<Vec<Outcome>>;
+
+    async fn insert_evidence(&self, evidence: &PatchEvidence) -> Result<()>;
+
+    async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>>;
+}

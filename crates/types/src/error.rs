@@ -1,0 +1,82 @@
+//! The error envelope every API response uses: `{"error": {"code", "message", "status"}}`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Machine-readable error codes, each tied to one HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MemoryNotFound,
+    EvidenceNotFound,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    ValidationError,
+    RateLimited,
+    InternalError,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::MemoryNotFound => "MEMORY_NOT_FOUND",
+            ErrorCode::EvidenceNotFound => "EVIDENCE_NOT_FOUND",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::ValidationError => "VALIDATION_ERROR",
+            ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::InternalError => "INTERNAL_ERROR",
+        }
+    }
+
+    /// The HTTP status code that goes with this error code.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound | ErrorCode::MemoryNotFound | ErrorCode::EvidenceNotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::ValidationError => 422,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::InternalError => 500,
+        }
+    }
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorEnvelope {
+    pub error: ErrorBody,
+}
+
+/// What went wrong: a machine-readable `code`, a sentence for people, and the HTTP status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
+    /// `METHOD_NOT_ALLOWED`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`.
+    #[schema(example = "VALIDATION_ERROR")]
+    pub code: String,
+    #[schema(example = "scope: unknown variant `team`, expected one of `repo`, `user`, `global`, `task`")]
+    pub message: String,
+    /// The same number as the HTTP status code.
+    #[schema(example = 422)]
+    pub status: u16,
+}
+
+impl ErrorEnvelope {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorEnvelope {
+        ErrorEnvelope {
+            error: ErrorBody {
+                code: code.as_str().to_owned(),
+                message: message.into(),
+                status: code.status(),
+            },
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The health report of `GET /api/health`.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    #[schema(example = "healthy")]
+    pub status: String,
+    /// Memories that are not archived.
+    pub memory_count: u64,
+    /// Seconds since the service started.
+    pub uptime: f64,
+    #[schema(example = "0.1.0")]
+    pub version: String,
+}

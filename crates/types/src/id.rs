@@ -1,0 +1,40 @@
+//! Identifiers: a short prefix naming the kind of record, then a lower-case ULID.
+
+/// The kinds of record that carry an identifier, with their prefixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdPrefix {
+    Memory,
+    Evidence,
+    Outcome,
+}
+
+impl IdPrefix {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdPrefix::Memory => "mem",
+            IdPrefix::Evidence => "ev",
+            IdPrefix::Outcome => "out",
+        }
+    }
+}
+
+/// A new identifier such as `mem_01jd5z8k3v6q2w9x7y4t1r0p8n`: sortable by creation time.
+pub fn new_id(prefix: IdPrefix) -> String {
+    let ulid = ulid::Ulid::new().to_string().to_ascii_lowercase();
+    format!("{}_{ulid}", prefix.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_prefix_and_lowercase_ulid() {
+        let id = new_id(IdPrefix::Evidence);
+        let (prefix, ulid) = id.split_once('_').unwrap();
+        assert_eq!(prefix, "ev");
+        assert_eq!(ulid.len(), 26);
+        assert_eq!(ulid, ulid.to_ascii_lowercase());
+        assert_ne!(new_id(IdPrefix::Evidence), id);
+    }
+}

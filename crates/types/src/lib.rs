@@ -1,0 +1,29 @@
+//! Cairn's domain and wire types: the shapes every layer and every client agree on.
+//!
+//! This crate does no I/O. Field names are the seed's (`camelCase` on the wire), and every
+//! type that crosses the HTTP API derives `utoipa::ToSchema` so the OpenAPI document is
+//! generated from the same definitions the code uses.
+
+mod context;
+mod error;
+mod guard;
+mod health;
+mod id;
+mod memory;
+mod outcome;
+mod timestamp;
+
+pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
+pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
+pub use guard::{GuardFinding, GuardRequest, GuardResult};
+pub use health::Health;
+pub use id::{new_id, IdPrefix};
+pub use memory::{
+    CreatedMemory, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Scope, SearchHit,
+    SearchQuery, SearchResult, Status, MAX_CONTENT_BYTES,
+};
+pub use outcome::{Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest};
+pub use timestamp::Timestamp;
+
+/// A free-form JSON object, as carried by `metadata` fields.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
