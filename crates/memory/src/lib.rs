@@ -1,0 +1,235 @@
+//! Cairn's memory engine: storing memories, finding the relevant ones, packing them into a
+//! context within a token budget, guarding actions, and recording what agents did.
+//!
+//! The engine is transport-free: the HTTP API (`cairn-api`), the conversation runtime and
+//! the benchmarks all call it directly. Storage is any [`MemoryStore`].
+
+mod context;
+mod guard;
+mod rank;
+mod text;
+mod tokens;
+mod validate;
+
+use std::sync::Arc;
+
+use cairn_store::{MemoryChange, MemoryFilter, MemoryStore, StoreError};
+use cairn_types::{
+    new_id, CodingContext, CodingContextRequest, ContextPack, ContextRequest, GuardRequest,
+    GuardResult, IdPrefix, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome,
+    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, SearchHit, SearchQuery, SearchResult,
+    Status, Timestamp,
+};
+
+pub use crate::tokens::count_tokens;
+
+/// Default and largest page sizes of memory lists.
+pub const DEFAULT_LIST_LIMIT: u32 = 50;
+pub const MAX_LIST_LIMIT: u32 = 500;
+/// Default and largest numbers of search hits.
+pub const DEFAULT_SEARCH_LIMIT: u32 = 20;
+pub const MAX_SEARCH_LIMIT: u32 = 100;
+/// The token budget of a context pack when the request names none.
+pub const DEFAULT_TOKEN_BUDGET: u32 = 2000;
+pub const MAX_TOKEN_BUDGET: u32 = 1_000_000;
+
+/// What the engine's operations fail with; the API maps each to one error code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input breaks a rule; `field` is its name on the wire.
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error("no memory has the id `{0}`")]
+    MemoryNotFound(String),
+    #[error("no patch evidence has the id `{0}`")]
+    EvidenceNotFound(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The memory engine over one store.
+#[derive(Clone)]
+pub struct Engine {
+    store: Arc<dyn MemoryStore>,
+}
+
+impl Engine {
+    /// Creates the engine, and starts loading the tokenizer in the background so the first
+    /// context pack does not pay for it.
+    pub fn new(store: Arc<dyn MemoryStore>) -> Engine {
+        tokens::warm_up();
+        Engine { store }
+    }
+
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+        &self.store
+    }
+
+    pub async fn create_memory(&self, input: NewMemory) -> Result<Memory> {
+        let mut created = self.create_memories(vec![input]).await?;
+        Ok(created.pop().expect("one memory in, one memory out"))
+    }
+
+    /// Creates many memories in one transaction: all are stored, or none.
+    pub async fn create_memories(&self, inputs: Vec<NewMemory>) -> Result<Vec<Memory>> {
+        let now = Timestamp::now();
+        let memories = inputs
+            .into_iter()
+            .map(|input| {
+                let input = validate::new_memory(input)?;
+                Ok(Memory {
+                    id: new_id(IdPrefix::Memory),
+                    content: input.content,
+                    scope: input.scope,
+                    status: Status::Active,
+                    repo: input.repo,
+                    tags: input.tags,
+                    source: input.source,
+                    metadata: input.metadata,
+                    created_at: now,
+                    updated_at: now,
+                    last_recalled_at: None,
+                    recall_count: 0,
+                    archived_at: None,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.store.insert_memories(&memories).await?;
+        Ok(memories)
+    }
+
+    pub async fn get_memory(&self, id: &str) -> Result<Memory> {
+        self.store.get_memory(id).await?.ok_or_else(|| Error::MemoryNotFound(id.to_owned()))
+    }
+
+    pub async fn list_memories(&self, query: MemoryListQuery) -> Result<MemoryList> {
+        let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT).min(MAX_LIST_LIMIT);
+        let offset = query.offset.unwrap_or(0);
+        let filter = MemoryFilter {
+            scope: query.scope,
+            status: query.status,
+            repo: query.repo,
+            include_archived: query.include_archived.unwrap_or(false),
+        };
+        let page = self.store.list_memories(&filter, limit, offset).await?;
+        Ok(MemoryList { memories: page.memories, total: page.total, limit, offset })
+    }
+
+    pub async fn update_memory(&self, id: &str, patch: MemoryPatch) -> Result<Memory> {
+        let patch = validate::patch(patch)?;
+        let now = Timestamp::now();
+        let change = MemoryChange {
+            content: patch.content,
+            scope: patch.scope,
+            status: patch.status,
+            tags: patch.tags,
+            metadata: patch.metadata,
+            archived_at: patch.archived.map(|archived| archived.then_some(now)),
+        };
+        self.apply_change(id, &change, now).await
+    }
+
+    /// Archives a memory: it leaves lists, retrieval and guards until it is restored.
+    pub async fn archive_memory(&self, id: &str) -> Result<Memory> {
+        let current = self.get_memory(id).await?;
+        if current.archived_at.is_some() {
+            return Ok(current);
+        }
+        let now = Timestamp::now();
+        let change = MemoryChange { archived_at: Some(Some(now)), ..MemoryChange::default() };
+        self.apply_change(id, &change, now).await
+    }
+
+    async fn apply_change(&self, id: &str, change: &MemoryChange, now: Timestamp) -> Result<Memory> {
+        self.store
+            .update_memory(id, change, now)
+            .await?
+            .ok_or_else(|| Error::MemoryNotFound(id.to_owned()))
+    }
+
+    /// Ranked full-text search. Searching does not count as recall.
+    pub async fn search(&self, query: SearchQuery) -> Result<SearchResult> {
+        let q = validate::required_text("q", query.q, validate::MAX_QUERY_BYTES)?;
+        let limit = query.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).clamp(1, MAX_SEARCH_LIMIT);
+        let filter = MemoryFilter {
+            scope: query.scope,
+            status: query.status,
+            repo: query.repo,
+            include_archived: false,
+        };
+        let terms = text::terms(&q);
+        let candidates = self.store.search_memories(&terms, &filter, rank::CANDIDATES).await?;
+        let ranked = rank::rank(candidates, &rank::Preferences::default(), Timestamp::now());
+        let hits = ranked
+            .into_iter()
+            .take(limit as usize)
+            .map(|ranked| SearchHit { memory: ranked.memory, score: round(ranked.score) })
+            .collect();
+        Ok(SearchResult { query: q, hits })
+    }
+
+    /// The memories relevant to a task, within its token budget. The memories used are
+    /// marked as recalled for the task.
+    pub async fn context(&self, request: ContextRequest) -> Result<ContextPack> {
+        context::context_pack(self, request).await
+    }
+
+    /// A context pack for a coding task that also weighs the files the agent will touch.
+    pub async fn coding_context(&self, request: CodingContextRequest) -> Result<CodingContext> {
+        context::coding_context(self, request).await
+    }
+
+    pub async fn guard(&self, request: GuardRequest) -> Result<GuardResult> {
+        guard::check(self, request).await
+    }
+
+    pub async fn record_outcome(&self, request: OutcomeRequest) -> Result<Outcome> {
+        let command = validate::required_text("command", Some(request.command), validate::MAX_TEXT_BYTES)?;
+        let outcome = Outcome {
+            outcome_id: new_id(IdPrefix::Outcome),
+            command: text::normalize_command(&command),
+            exit_code: request.exit_code,
+            succeeded: request.exit_code == 0,
+            task: validate::optional_text("task", request.task, validate::MAX_TEXT_BYTES)?,
+            repo: validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?,
+            recorded_at: Timestamp::now(),
+            previous_failures: 0,
+        };
+        Ok(self.store.insert_outcome(&outcome).await?)
+    }
+
+    /// Records patch evidence; `memoriesUsed` are the memories context packs served for the
+    /// same task (compared after trimming, folding case and collapsing white space).
+    pub async fn record_patch_evidence(&self, request: PatchEvidenceRequest) -> Result<PatchEvidence> {
+        let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
+        let files = validate::string_list("files", request.files)?;
+        let commands = validate::string_list("commands", request.commands)?;
+        let memories_used = self.store.recalled_for_task(&text::task_key(&task)).await?;
+        let evidence = PatchEvidence {
+            evidence_id: new_id(IdPrefix::Evidence),
+            task,
+            files,
+            commands,
+            memories_used,
+            created_at: Timestamp::now(),
+        };
+        self.store.insert_evidence(&evidence).await?;
+        Ok(evidence)
+    }
+
+    pub async fn get_evidence(&self, id: &str) -> Result<PatchEvidence> {
+        self.store.get_evidence(id).await?.ok_or_else(|| Error::EvidenceNotFound(id.to_owned()))
+    }
+
+    /// Memories that are not archived.
+    pub async fn memory_count(&self) -> Result<u64> {
+        Ok(self.store.count_memories().await?)
+    }
+}
+
+/// Scores go out with four decimals: enough to order by, no noise.
+fn round(score: f64) -> f64 {
+    (score * 10_000.0).round() / 10_000.0
+}

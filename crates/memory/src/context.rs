@@ -1,0 +1,193 @@
+//! Context packs: ranked memories laid out as a Markdown list within a token budget.
+
+use std::collections::HashMap;
+
+use cairn_store::MemoryFilter;
+use cairn_types::{
+    CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext, Memory, Timestamp,
+};
+
+use crate::rank::{self, Preferences, Ranked};
+use crate::{text, tokens, validate, Engine, Result};
+
+pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Result<ContextPack> {
+    let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
+    let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
+    let budget = validate::token_budget(request.token_budget)?;
+    let candidates =
+        engine.store.search_memories(&text::terms(&task), &MemoryFilter::default(), rank::CANDIDATES).await?;
+    let preferences = Preferences { repo: repo.as_deref(), boost: None };
+    let ranked = rank::rank(candidates, &preferences, Timestamp::now());
+    let packed = pack(ranked, budget as usize);
+    record_recall(engine, &packed.memory_ids, &task).await?;
+    Ok(ContextPack {
+        context: packed.context,
+        memories_used: packed.memory_ids.len(),
+        token_count: packed.token_count,
+        memory_ids: packed.memory_ids,
+    })
+}
+
+pub(crate) async fn coding_context(engine: &Engine, request: CodingContextRequest) -> Result<CodingContext> {
+    let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
+    let files = validate::string_list("files", request.files)?;
+    let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
+    let budget = validate::token_budget(request.token_budget)?;
+
+    let file_names: Vec<FileNames> = files.iter().map(|path| FileNames::of(path)).collect();
+    let mut query = task.clone();
+    for names in &file_names {
+        query.push(' ');
+        query.push_str(&names.words);
+    }
+    let candidates =
+        engine.store.search_memories(&text::terms(&query), &MemoryFilter::default(), rank::CANDIDATES).await?;
+    let boost = |memory: &Memory| -> f64 {
+        file_names.iter().map(|names| names.mention_weight(&memory.content)).fold(0.0, f64::max)
+    };
+    let preferences = Preferences { repo: repo.as_deref(), boost: Some(&boost) };
+    let ranked = rank::rank(candidates, &preferences, Timestamp::now());
+    let packed = pack(ranked, budget as usize);
+    record_recall(engine, &packed.memory_ids, &task).await?;
+
+    let file_contexts = files
+        .iter()
+        .zip(&file_names)
+        .map(|(path, names)| FileContext {
+            path: path.clone(),
+            memory_ids: packed
+                .memory_ids
+                .iter()
+                .filter(|id| packed.contents.get(*id).is_some_and(|content| names.mention_weight(content) > 0.0))
+                .cloned()
+                .collect(),
+        })
+        .collect();
+    Ok(CodingContext {
+        context: packed.context,
+        memories_used: packed.memory_ids.len(),
+        token_count: packed.token_count,
+        memory_ids: packed.memory_ids,
+        files: file_contexts,
+    })
+}
+
+async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Result<()> {
+    if !memory_ids.is_empty() {
+        engine.store.record_recall(memory_ids, &text::task_key(task), Timestamp::now()).await?;
+    }
+    Ok(())
+}
+
+struct Packed {
+    context: String,
+    token_count: usize,
+    memory_ids: Vec<String>,
+    contents: HashMap<String, String>,
+}
+
+/// Lays memories out best first, skipping any that would overflow the budget. The final
+/// count is taken on the whole text, so the budget holds whatever the tokenizer merges.
+fn pack(ranked: Vec<Ranked>, budget: usize) -> Packed {
+    let mut entries: Vec<(String, String, String)> = Vec::new();
+    let mut estimated = 0;
+    for Ranked { memory, .. } in ranked {
+        let entry = format_entry(&memory);
+        let cost = tokens::count_tokens(&entry);
+        if estimated + cost > budget {
+            continue;
+        }
+        estimated += cost;
+        entries.push((memory.id, memory.content, entry));
+        if estimated == budget {
+            break;
+        }
+    }
+    loop {
+        let context: String = entries.iter().map(|(_, _, entry)| entry.as_str()).collect();
+        let token_count = tokens::count_tokens(&context);
+        if token_count <= budget {
+            let mut memory_ids = Vec::with_capacity(entries.len());
+            let mut contents = HashMap::with_capacity(entries.len());
+            for (id, content, _) in entries {
+                memory_ids.push(id.clone());
+                contents.insert(id, content);
+            }
+            return Packed { context, token_count, memory_ids, contents };
+        }
+        entries.pop();
+    }
+}
+
+/// One memory as a list item: `- [scope] text`, later lines indented under it.
+fn format_entry(memory: &Memory) -> String {
+    let mut entry = format!("- [{}] ", memory.scope);
+    for (index, line) in memory.content.trim().lines().enumerate() {
+        if index > 0 {
+            entry.push_str("\n  ");
+        }
+        entry.push_str(line.trim_end());
+    }
+    entry.push('\n');
+    entry
+}
+
+/// The names a memory may use for a file: its path, its file name, its directories.
+struct FileNames {
+    path: String,
+    file_name: String,
+    directories: Vec<String>,
+    /// The path's words, for the full-text query.
+    words: String,
+}
+
+impl FileNames {
+    fn of(path: &str) -> FileNames {
+        let path = path.trim().trim_start_matches("./").to_owned();
+        let parts: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
+        let file_name = parts.last().copied().unwrap_or_default().to_owned();
+        let directories = (1..parts.len()).map(|end| format!("{}/", parts[..end].join("/"))).collect();
+        let words = parts.join(" ").replace(['.', '_', '-'], " ");
+        FileNames { path, file_name, directories, words }
+    }
+
+    /// 0.3 when `content` names the file, 0.15 when it names one of its directories.
+    fn mention_weight(&self, content: &str) -> f64 {
+        if content.contains(&self.path) || (!self.file_name.is_empty() && content.contains(&self.file_name)) {
+            0.3
+        } else if self.directories.iter().any(|directory| content.contains(directory.as_str())) {
+            0.15
+        } else {
+            0.0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_store::conformance::sample_memory;
+    use cairn_types::Scope;
+
+    use super::*;
+
+    #[test]
+    fn packs_best_first_within_the_budget() {
+        let long = sample_memory(&"lorem ipsum dolor ".repeat(40), Scope::Repo, 0);
+        let short = sample_memory("Use pnpm.\nNot npm.", Scope::Repo, 0);
+        let ranked = vec![Ranked { memory: long, score: 1.0 }, Ranked { memory: short.clone(), score: 0.5 }];
+        let packed = pack(ranked, 20);
+        assert_eq!(packed.memory_ids, vec![short.id], "a memory too large is skipped, smaller ones still fit");
+        assert_eq!(packed.context, "- [repo] Use pnpm.\n  Not npm.\n");
+        assert_eq!(packed.token_count, tokens::count_tokens(&packed.context));
+        assert!(packed.token_count <= 20);
+    }
+
+    #[test]
+    fn file_names_match_paths_names_and_directories() {
+        let names = FileNames::of("./crates/store/src/lib.rs");
+        assert_eq!(names.mention_weight("see crates/store/src/lib.rs"), 0.3);
+        assert_eq!(names.mention_weight("lib.rs is generated"), 0.3);
+        assert_eq!(names.mention_weight("everything in crates/store/ is async"), 0.15);
+        assert_eq!(names.mention_weight("unrelated"), 0.0);
+    }
+}

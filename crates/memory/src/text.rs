@@ -1,0 +1,76 @@
+//! Turning free text into search terms, and normalising tasks and commands for comparison.
+
+/// At most this many terms are searched for, the first ones in the text.
+const MAX_TERMS: usize = 32;
+
+/// The distinct lower-case words of `text` worth searching for: no stop words, no single
+/// letters, in order of first appearance.
+pub(crate) fn terms(text: &str) -> Vec<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for word in words(text) {
+        if word.chars().count() < 2 || is_stop_word(&word) || terms.contains(&word) {
+            continue;
+        }
+        terms.push(word);
+        if terms.len() == MAX_TERMS {
+            break;
+        }
+    }
+    terms
+}
+
+/// The lower-case alphanumeric words of `text`.
+pub(crate) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).map(str::to_lowercase)
+}
+
+/// A task as compared across requests: trimmed, case folded, white space collapsed.
+pub(crate) fn task_key(task: &str) -> String {
+    task.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+/// A command as compared across requests: trimmed, white space collapsed, case kept.
+pub(crate) fn normalize_command(command: &str) -> String {
+    command.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+pub(crate) fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// English function words, sorted for binary search.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "during", "each", "for", "from", "had", "has", "have", "having", "he", "her",
+    "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just",
+    "me", "more", "most", "my", "no", "nor", "of", "off", "on", "once", "only", "or", "other",
+    "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than",
+    "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those",
+    "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when",
+    "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your",
+    "yours",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_words_are_sorted() {
+        assert!(STOP_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn terms_drop_stop_words_and_repeats() {
+        assert_eq!(terms("Fix the flaky test in the SQLite store; fix it!"), ["fix", "flaky", "test", "sqlite", "store"]);
+        assert_eq!(terms("src/store-sqlite/lib.rs"), ["src", "store", "sqlite", "lib", "rs"]);
+        assert!(terms("the a of").is_empty());
+    }
+
+    #[test]
+    fn tasks_and_commands_normalise() {
+        assert_eq!(task_key("  Fix   the Build\n"), "fix the build");
+        assert_eq!(normalize_command(" git  push\t-f "), "git push -f");
+    }
+}

@@ -1,0 +1,115 @@
+//! Input rules, checked before anything is stored. Each failure names the wire field.
+
+use cairn_types::{JsonObject, MemoryPatch, NewMemory, MAX_CONTENT_BYTES};
+
+use crate::{Error, Result};
+
+pub(crate) const MAX_TEXT_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_QUERY_BYTES: usize = 4 * 1024;
+pub(crate) const MAX_NAME_BYTES: usize = 512;
+const MAX_TAGS: usize = 32;
+const MAX_TAG_BYTES: usize = 64;
+const MAX_METADATA_BYTES: usize = 16 * 1024;
+const MAX_LIST_ITEMS: usize = 1000;
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> Error {
+    Error::Invalid { field, reason: reason.into() }
+}
+
+/// A required, non-blank text of at most `max` bytes.
+pub(crate) fn required_text(field: &'static str, value: Option<String>, max: usize) -> Result<String> {
+    let value = value.ok_or_else(|| invalid(field, "is required"))?;
+    if value.trim().is_empty() {
+        return Err(invalid(field, "must not be empty"));
+    }
+    if value.len() > max {
+        return Err(invalid(field, format!("is {} bytes; the limit is {max}", value.len())));
+    }
+    Ok(value)
+}
+
+/// An optional text: when given, it follows the rules of [`required_text`].
+pub(crate) fn optional_text(field: &'static str, value: Option<String>, max: usize) -> Result<Option<String>> {
+    value.map(|value| required_text(field, Some(value), max)).transpose()
+}
+
+pub(crate) fn new_memory(mut input: NewMemory) -> Result<NewMemory> {
+    input.content = content(input.content)?;
+    input.repo = optional_text("repo", input.repo, MAX_NAME_BYTES)?;
+    input.source = optional_text("source", input.source, MAX_NAME_BYTES)?;
+    input.tags = tags(input.tags)?;
+    metadata(&input.metadata)?;
+    Ok(input)
+}
+
+pub(crate) fn patch(mut patch: MemoryPatch) -> Result<MemoryPatch> {
+    if patch.is_empty() {
+        return Err(invalid(
+            "body",
+            "names no change; give at least one of content, scope, status, tags, metadata, archived",
+        ));
+    }
+    patch.content = patch.content.map(content).transpose()?;
+    patch.tags = patch.tags.map(tags).transpose()?;
+    if let Some(metadata_object) = &patch.metadata {
+        metadata(metadata_object)?;
+    }
+    Ok(patch)
+}
+
+fn content(content: String) -> Result<String> {
+    if content.len() > MAX_CONTENT_BYTES {
+        return Err(invalid(
+            "content",
+            format!("is {} bytes; the limit is {MAX_CONTENT_BYTES} (64 KiB)", content.len()),
+        ));
+    }
+    required_text("content", Some(content), MAX_CONTENT_BYTES)
+}
+
+/// Tags are trimmed; repeats are dropped.
+fn tags(tags: Vec<String>) -> Result<Vec<String>> {
+    if tags.len() > MAX_TAGS {
+        return Err(invalid("tags", format!("has {} tags; the limit is {MAX_TAGS}", tags.len())));
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(tags.len());
+    for tag in tags {
+        let tag = tag.trim();
+        if tag.is_empty() || tag.len() > MAX_TAG_BYTES {
+            return Err(invalid("tags", format!("each tag must be 1 to {MAX_TAG_BYTES} bytes")));
+        }
+        if !kept.iter().any(|existing| existing == tag) {
+            kept.push(tag.to_owned());
+        }
+    }
+    Ok(kept)
+}
+
+fn metadata(metadata: &JsonObject) -> Result<()> {
+    let size = serde_json::to_string(metadata).map(|text| text.len()).unwrap_or(usize::MAX);
+    if size > MAX_METADATA_BYTES {
+        return Err(invalid("metadata", format!("is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")));
+    }
+    Ok(())
+}
+
+/// A list of non-blank strings such as file paths or commands.
+pub(crate) fn string_list(field: &'static str, items: Vec<String>) -> Result<Vec<String>> {
+    if items.len() > MAX_LIST_ITEMS {
+        return Err(invalid(field, format!("has {} items; the limit is {MAX_LIST_ITEMS}", items.len())));
+    }
+    for item in &items {
+        if item.trim().is_empty() || item.len() > MAX_TEXT_BYTES {
+            return Err(invalid(field, format!("each item must be non-empty and at most {MAX_TEXT_BYTES} bytes")));
+        }
+    }
+    Ok(items)
+}
+
+pub(crate) fn token_budget(budget: Option<u32>) -> Result<u32> {
+    let budget = budget.unwrap_or(crate::DEFAULT_TOKEN_BUDGET);
+    if budget == 0 || budget > crate::MAX_TOKEN_BUDGET {
+        return Err(invalid("tokenBudget", format!("must be from 1 to {}", crate::MAX_TOKEN_BUDGET)));
+    }
+    Ok(budget)
+}
