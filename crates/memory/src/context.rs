@@ -4,18 +4,21 @@ use std::collections::HashMap;
 
 use cairn_store::MemoryFilter;
 use cairn_types::{
-    CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext, Memory, Timestamp,
+    CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext, Memory,
+    Timestamp,
 };
 
 use crate::rank::{self, Preferences, Ranked};
-use crate::{text, tokens, validate, Engine, Result};
+use crate::{Engine, Result, text, tokens, validate};
 
 pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Result<ContextPack> {
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
     let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
     let budget = validate::token_budget(request.token_budget)?;
-    let candidates =
-        engine.store.search_memories(&text::terms(&task), &MemoryFilter::default(), rank::CANDIDATES).await?;
+    let candidates = engine
+        .store
+        .search_memories(&text::terms(&task), &MemoryFilter::default(), rank::CANDIDATES)
+        .await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
     let packed = pack(ranked, budget as usize);
@@ -28,7 +31,10 @@ pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Re
     })
 }
 
-pub(crate) async fn coding_context(engine: &Engine, request: CodingContextRequest) -> Result<CodingContext> {
+pub(crate) async fn coding_context(
+    engine: &Engine,
+    request: CodingContextRequest,
+) -> Result<CodingContext> {
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
     let files = validate::string_list("files", request.files)?;
     let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
@@ -40,8 +46,10 @@ pub(crate) async fn coding_context(engine: &Engine, request: CodingContextReques
         query.push(' ');
         query.push_str(&names.words);
     }
-    let candidates =
-        engine.store.search_memories(&text::terms(&query), &MemoryFilter::default(), rank::CANDIDATES).await?;
+    let candidates = engine
+        .store
+        .search_memories(&text::terms(&query), &MemoryFilter::default(), rank::CANDIDATES)
+        .await?;
     let boost = |memory: &Memory| -> f64 {
         file_names.iter().map(|names| names.mention_weight(&memory.content)).fold(0.0, f64::max)
     };
@@ -58,7 +66,12 @@ pub(crate) async fn coding_context(engine: &Engine, request: CodingContextReques
             memory_ids: packed
                 .memory_ids
                 .iter()
-                .filter(|id| packed.contents.get(*id).is_some_and(|content| names.mention_weight(content) > 0.0))
+                .filter(|id| {
+                    packed
+                        .contents
+                        .get(*id)
+                        .is_some_and(|content| names.mention_weight(content) > 0.0)
+                })
                 .cloned()
                 .collect(),
         })
@@ -146,14 +159,17 @@ impl FileNames {
         let path = path.trim().trim_start_matches("./").to_owned();
         let parts: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
         let file_name = parts.last().copied().unwrap_or_default().to_owned();
-        let directories = (1..parts.len()).map(|end| format!("{}/", parts[..end].join("/"))).collect();
+        let directories =
+            (1..parts.len()).map(|end| format!("{}/", parts[..end].join("/"))).collect();
         let words = parts.join(" ").replace(['.', '_', '-'], " ");
         FileNames { path, file_name, directories, words }
     }
 
     /// 0.3 when `content` names the file, 0.15 when it names one of its directories.
     fn mention_weight(&self, content: &str) -> f64 {
-        if content.contains(&self.path) || (!self.file_name.is_empty() && content.contains(&self.file_name)) {
+        if content.contains(&self.path)
+            || (!self.file_name.is_empty() && content.contains(&self.file_name))
+        {
             0.3
         } else if self.directories.iter().any(|directory| content.contains(directory.as_str())) {
             0.15
@@ -174,9 +190,14 @@ mod tests {
     fn packs_best_first_within_the_budget() {
         let long = sample_memory(&"lorem ipsum dolor ".repeat(40), Scope::Repo, 0);
         let short = sample_memory("Use pnpm.\nNot npm.", Scope::Repo, 0);
-        let ranked = vec![Ranked { memory: long, score: 1.0 }, Ranked { memory: short.clone(), score: 0.5 }];
+        let ranked =
+            vec![Ranked { memory: long, score: 1.0 }, Ranked { memory: short.clone(), score: 0.5 }];
         let packed = pack(ranked, 20);
-        assert_eq!(packed.memory_ids, vec![short.id], "a memory too large is skipped, smaller ones still fit");
+        assert_eq!(
+            packed.memory_ids,
+            vec![short.id],
+            "a memory too large is skipped, smaller ones still fit"
+        );
         assert_eq!(packed.context, "- [repo] Use pnpm.\n  Not npm.\n");
         assert_eq!(packed.token_count, tokens::count_tokens(&packed.context));
         assert!(packed.token_count <= 20);

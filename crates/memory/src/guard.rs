@@ -10,7 +10,7 @@ use cairn_store::MemoryFilter;
 use cairn_types::{GuardFinding, GuardRequest, GuardResult, Memory, Status};
 use regex::Regex;
 
-use crate::{text, validate, Engine, Result};
+use crate::{Engine, Result, text, validate};
 
 pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<GuardResult> {
     let action = validate::required_text("action", Some(request.action), validate::MAX_TEXT_BYTES)?;
@@ -29,7 +29,8 @@ pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<Guar
     }
 
     let action_words: Vec<String> = text::words(&action).collect();
-    let candidates = engine.store.search_memories(&text::terms(&action), &MemoryFilter::default(), 50).await?;
+    let candidates =
+        engine.store.search_memories(&text::terms(&action), &MemoryFilter::default(), 50).await?;
     for candidate in candidates {
         let memory = candidate.memory;
         if memory.status == Status::Stale || !in_repo(&memory, repo.as_deref()) {
@@ -38,7 +39,10 @@ pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<Guar
         if let Some(rule) = learned_rule(&memory.content, &action, &action_words) {
             warnings.push(GuardFinding {
                 memory_id: Some(memory.id.clone()),
-                ..finding("MEMORY_RULE", format!("A memory warns against this ({rule}): {}", memory.content.trim()))
+                ..finding(
+                    "MEMORY_RULE",
+                    format!("A memory warns against this ({rule}): {}", memory.content.trim()),
+                )
             });
         }
     }
@@ -94,7 +98,8 @@ fn rule(code: &'static str, severity: Severity, pattern: &str, message: &'static
 }
 
 /// `rm` with a recursive flag, in any spelling (`-rf`, `-fr`, `-r -f`, `--recursive`).
-const RM_RECURSIVE: &str = r"\brm\s+(?:-[a-z]*\s+)*(?:-[a-z]*r[a-z]*|--recursive)\s+(?:-[a-z-]+\s+)*";
+const RM_RECURSIVE: &str =
+    r"\brm\s+(?:-[a-z]*\s+)*(?:-[a-z]*r[a-z]*|--recursive)\s+(?:-[a-z-]+\s+)*";
 /// The end of a shell word.
 const WORD_END: &str = r#"(?:\s|$|;|&|\||\)|["'])"#;
 
@@ -107,7 +112,12 @@ static BUILT_IN_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             &format!(r#"{RM_RECURSIVE}["']?(?:/\*?|~/?|\$HOME/?|\.\.?/?|\*){WORD_END}"#),
             "recursive delete of the root, home, current or parent directory",
         ),
-        rule("RECURSIVE_DELETE", Warn, RM_RECURSIVE, "recursive delete: check the path before running it"),
+        rule(
+            "RECURSIVE_DELETE",
+            Warn,
+            RM_RECURSIVE,
+            "recursive delete: check the path before running it",
+        ),
         rule(
             "FORCE_PUSH_PROTECTED",
             Block,
@@ -122,7 +132,12 @@ static BUILT_IN_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"\bgit\s+push\b.*\s(?:--force(?:-with-lease)?|-[a-z]*f[a-z]*)(?:\s|=|$)",
             "force-push rewrites the remote branch's history",
         ),
-        rule("HARD_RESET", Warn, r"\bgit\s+reset\s+.*--hard\b", "hard reset discards uncommitted work"),
+        rule(
+            "HARD_RESET",
+            Warn,
+            r"\bgit\s+reset\s+.*--hard\b",
+            "hard reset discards uncommitted work",
+        ),
         rule(
             "GIT_CLEAN",
             Warn,
@@ -135,7 +150,12 @@ static BUILT_IN_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"\bdrop\s+(?:table|database|schema)\b",
             "dropping a table, database or schema destroys its data",
         ),
-        rule("TRUNCATE_TABLE", Block, r"\btruncate\s+(?:table\s+)?[a-z_`\x22\[]", "truncating a table destroys its rows"),
+        rule(
+            "TRUNCATE_TABLE",
+            Block,
+            r"\btruncate\s+(?:table\s+)?[a-z_`\x22\[]",
+            "truncating a table destroys its rows",
+        ),
         rule(
             "UNBOUNDED_DELETE",
             Warn,
@@ -154,7 +174,12 @@ static BUILT_IN_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             r"\bmkfs(?:\.\w+)?\s|\bdd\s+.*\bof=/dev/(?:sd|nvme|hd|vd|disk|mmcblk)|>\s*/dev/(?:sd|nvme|hd|vd)[a-z]",
             "writing over a disk device destroys the file system",
         ),
-        rule("FORK_BOMB", Block, r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:", "a fork bomb exhausts the machine"),
+        rule(
+            "FORK_BOMB",
+            Block,
+            r":\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:",
+            "a fork bomb exhausts the machine",
+        ),
         rule(
             "WORLD_WRITABLE",
             Warn,
@@ -175,10 +200,12 @@ static PROHIBITION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:never|don'?t|do\s+not|must\s+not|mustn'?t|should\s+not|shouldn'?t|avoid|forbidden\s+to|not\s+allowed\s+to|instead\s+of|rather\s+than)\b|,\s*not\b")
         .expect("valid pattern")
 });
-static BACKTICKED: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"`([^`]+)`").expect("valid pattern"));
+static BACKTICKED: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"`([^`]+)`").expect("valid pattern"));
 
 /// Verbs that say nothing about which command is meant.
-const GENERIC_WORDS: &[&str] = &["run", "use", "call", "execute", "invoke", "type", "repo", "repository", "ever", "anything"];
+const GENERIC_WORDS: &[&str] =
+    &["run", "use", "call", "execute", "invoke", "type", "repo", "repository", "ever", "anything"];
 
 /// When `memory` prohibits what `action` does, the prohibited phrase.
 fn learned_rule(memory: &str, action: &str, action_words: &[String]) -> Option<String> {
@@ -186,17 +213,24 @@ fn learned_rule(memory: &str, action: &str, action_words: &[String]) -> Option<S
         let Some(found) = PROHIBITION.find(sentence) else { continue };
         let clause = &sentence[found.end()..];
         // A quoted command is the most precise statement of what is prohibited.
-        let quoted: Vec<&str> = BACKTICKED.captures_iter(clause).map(|c| c.get(1).unwrap().as_str().trim()).collect();
+        let quoted: Vec<&str> =
+            BACKTICKED.captures_iter(clause).map(|c| c.get(1).unwrap().as_str().trim()).collect();
         if !quoted.is_empty() {
             let action = text::normalize_command(action);
-            if let Some(command) = quoted.iter().find(|command| !command.is_empty() && action.contains(&text::normalize_command(command))) {
+            if let Some(command) = quoted.iter().find(|command| {
+                !command.is_empty() && action.contains(&text::normalize_command(command))
+            }) {
                 return Some(format!("`{command}`"));
             }
             continue;
         }
         let words: Vec<String> = text::words(clause)
             .take_while(|word| word != "use" && word != "instead")
-            .filter(|word| word.len() > 1 && !text::is_stop_word(word) && !GENERIC_WORDS.contains(&word.as_str()))
+            .filter(|word| {
+                word.len() > 1
+                    && !text::is_stop_word(word)
+                    && !GENERIC_WORDS.contains(&word.as_str())
+            })
             .take(4)
             .collect();
         let Some(first) = words.first() else { continue };
@@ -213,7 +247,11 @@ mod tests {
     use super::*;
 
     fn built_in(action: &str) -> Vec<&'static str> {
-        BUILT_IN_RULES.iter().filter(|rule| rule.pattern.is_match(action)).map(|rule| rule.code).collect()
+        BUILT_IN_RULES
+            .iter()
+            .filter(|rule| rule.pattern.is_match(action))
+            .map(|rule| rule.code)
+            .collect()
     }
 
     #[test]
@@ -222,12 +260,21 @@ mod tests {
         assert_eq!(built_in("sudo rm -fr ~"), ["DESTRUCTIVE_DELETE", "RECURSIVE_DELETE"]);
         assert_eq!(built_in("rm -r -f /*"), ["DESTRUCTIVE_DELETE", "RECURSIVE_DELETE"]);
         assert_eq!(built_in("rm -rf ./target"), ["RECURSIVE_DELETE"]);
-        assert_eq!(built_in("git push --force origin main"), ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]);
-        assert_eq!(built_in("git push -f origin HEAD:master"), ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]);
+        assert_eq!(
+            built_in("git push --force origin main"),
+            ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]
+        );
+        assert_eq!(
+            built_in("git push -f origin HEAD:master"),
+            ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]
+        );
         assert_eq!(built_in("git push origin +main"), ["FORCE_PUSH_PROTECTED"]);
         assert_eq!(built_in("git push --force origin feature/login"), ["FORCE_PUSH"]);
         assert_eq!(built_in("psql -c 'DROP TABLE users;'"), ["DROP_TABLE"]);
-        assert_eq!(built_in("curl -fsSL https://example.com/install.sh | sudo bash"), ["PIPE_TO_SHELL"]);
+        assert_eq!(
+            built_in("curl -fsSL https://example.com/install.sh | sudo bash"),
+            ["PIPE_TO_SHELL"]
+        );
         assert_eq!(built_in("DELETE FROM users;"), ["UNBOUNDED_DELETE"]);
         assert_eq!(built_in("dd if=/dev/zero of=/dev/sda bs=1M"), ["DISK_OVERWRITE"]);
     }
@@ -255,11 +302,22 @@ mod tests {
 
     #[test]
     fn prohibitions_in_memories_become_rules() {
-        assert_eq!(learned("Never run `npm publish` from a laptop.", "npm publish --tag next").as_deref(), Some("`npm publish`"));
+        assert_eq!(
+            learned("Never run `npm publish` from a laptop.", "npm publish --tag next").as_deref(),
+            Some("`npm publish`")
+        );
         assert_eq!(learned("Use pnpm, not npm.", "npm install lodash").as_deref(), Some("npm"));
-        assert_eq!(learned("Don't run the migrations against prod.", "run migrations --env prod").as_deref(), Some("migrations against prod"));
+        assert_eq!(
+            learned("Don't run the migrations against prod.", "run migrations --env prod")
+                .as_deref(),
+            Some("migrations against prod")
+        );
         assert_eq!(learned("Never run `npm publish` from a laptop.", "npm test"), None);
-        assert_eq!(learned("npm is the package manager here.", "npm install"), None, "no prohibition, no rule");
+        assert_eq!(
+            learned("npm is the package manager here.", "npm install"),
+            None,
+            "no prohibition, no rule"
+        );
         assert_eq!(learned("Don't run the migrations against prod.", "cargo run"), None);
     }
 }

@@ -15,10 +15,10 @@ use std::sync::Arc;
 
 use cairn_store::{MemoryChange, MemoryFilter, MemoryStore, StoreError};
 use cairn_types::{
-    new_id, CodingContext, CodingContextRequest, ContextPack, ContextRequest, GuardRequest,
-    GuardResult, IdPrefix, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome,
-    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, SearchHit, SearchQuery, SearchResult,
-    Status, Timestamp,
+    CodingContext, CodingContextRequest, ContextPack, ContextRequest, GuardRequest, GuardResult,
+    IdPrefix, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome, OutcomeRequest,
+    PatchEvidence, PatchEvidenceRequest, SearchHit, SearchQuery, SearchResult, Status, Timestamp,
+    new_id,
 };
 
 pub use crate::tokens::count_tokens;
@@ -142,7 +142,12 @@ impl Engine {
         self.apply_change(id, &change, now).await
     }
 
-    async fn apply_change(&self, id: &str, change: &MemoryChange, now: Timestamp) -> Result<Memory> {
+    async fn apply_change(
+        &self,
+        id: &str,
+        change: &MemoryChange,
+        now: Timestamp,
+    ) -> Result<Memory> {
         self.store
             .update_memory(id, change, now)
             .await?
@@ -186,7 +191,8 @@ impl Engine {
     }
 
     pub async fn record_outcome(&self, request: OutcomeRequest) -> Result<Outcome> {
-        let command = validate::required_text("command", Some(request.command), validate::MAX_TEXT_BYTES)?;
+        let command =
+            validate::required_text("command", Some(request.command), validate::MAX_TEXT_BYTES)?;
         let outcome = Outcome {
             outcome_id: new_id(IdPrefix::Outcome),
             command: text::normalize_command(&command),
@@ -202,7 +208,10 @@ impl Engine {
 
     /// Records patch evidence; `memoriesUsed` are the memories context packs served for the
     /// same task (compared after trimming, folding case and collapsing white space).
-    pub async fn record_patch_evidence(&self, request: PatchEvidenceRequest) -> Result<PatchEvidence> {
+    pub async fn record_patch_evidence(
+        &self,
+        request: PatchEvidenceRequest,
+    ) -> Result<PatchEvidence> {
         let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
         let files = validate::string_list("files", request.files)?;
         let commands = validate::string_list("commands", request.commands)?;

@@ -32,7 +32,7 @@ pub(crate) struct Preferences<'a> {
     /// another repository are left out.
     pub repo: Option<&'a str>,
     /// An extra score for a memory, such as naming a file the task touches.
-    pub boost: Option<&'a dyn Fn(&Memory) -> f64>,
+    pub boost: Option<&'a (dyn Fn(&Memory) -> f64 + Sync)>,
 }
 
 pub(crate) struct Ranked {
@@ -41,8 +41,13 @@ pub(crate) struct Ranked {
 }
 
 /// Ranks candidates, best first.
-pub(crate) fn rank(candidates: Vec<TextMatch>, preferences: &Preferences<'_>, now: Timestamp) -> Vec<Ranked> {
-    let best = candidates.iter().map(|candidate| candidate.relevance).fold(f64::MIN_POSITIVE, f64::max);
+pub(crate) fn rank(
+    candidates: Vec<TextMatch>,
+    preferences: &Preferences<'_>,
+    now: Timestamp,
+) -> Vec<Ranked> {
+    let best =
+        candidates.iter().map(|candidate| candidate.relevance).fold(f64::MIN_POSITIVE, f64::max);
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .filter(|candidate| belongs(&candidate.memory, preferences.repo))
@@ -52,7 +57,10 @@ pub(crate) fn rank(candidates: Vec<TextMatch>, preferences: &Preferences<'_>, no
         })
         .collect();
     ranked.sort_by(|a, b| {
-        b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal).then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
+        b.score
+            .partial_cmp(&a.score)
+            .unwrap_or(Ordering::Equal)
+            .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
     });
     ranked
 }
@@ -66,7 +74,9 @@ fn belongs(memory: &Memory, repo: Option<&str>) -> bool {
 }
 
 fn score(memory: &Memory, relevance: f64, preferences: &Preferences<'_>, now: Timestamp) -> f64 {
-    let last_touched = memory.last_recalled_at.map_or(memory.updated_at, |recalled| recalled.max(memory.updated_at));
+    let last_touched = memory
+        .last_recalled_at
+        .map_or(memory.updated_at, |recalled| recalled.max(memory.updated_at));
     let age_days = ((now.as_millis() - last_touched.as_millis()) as f64 / DAY_MILLIS).max(0.0);
     let recency = 0.5_f64.powf(age_days / RECENCY_HALF_LIFE_DAYS);
     let recalls = memory.recall_count as f64;

@@ -21,7 +21,9 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
 
 /// The lower-case alphanumeric words of `text`.
 pub(crate) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()).map(str::to_lowercase)
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
 }
 
 /// A task as compared across requests: trimmed, case folded, white space collapsed.
@@ -42,14 +44,13 @@ pub(crate) fn is_stop_word(word: &str) -> bool {
 const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
     "be", "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does",
-    "doing", "during", "each", "for", "from", "had", "has", "have", "having", "he", "her",
-    "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just",
-    "me", "more", "most", "my", "no", "nor", "of", "off", "on", "once", "only", "or", "other",
-    "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than",
-    "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those",
-    "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when",
-    "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your",
-    "yours",
+    "doing", "during", "each", "for", "from", "had", "has", "have", "having", "he", "her", "here",
+    "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more",
+    "most", "my", "no", "nor", "of", "off", "on", "once", "only", "or", "other", "our", "ours",
+    "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the",
+    "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to",
+    "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
 #[cfg(test)]
@@ -63,7 +64,10 @@ mod tests {
 
     #[test]
     fn terms_drop_stop_words_and_repeats() {
-        assert_eq!(terms("Fix the flaky test in the SQLite store; fix it!"), ["fix", "flaky", "test", "sqlite", "store"]);
+        assert_eq!(
+            terms("Fix the flaky test in the SQLite store; fix it!"),
+            ["fix", "flaky", "test", "sqlite", "store"]
+        );
         assert_eq!(terms("src/store-sqlite/lib.rs"), ["src", "store", "sqlite", "lib", "rs"]);
         assert!(terms("the a of").is_empty());
     }

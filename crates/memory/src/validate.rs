@@ -1,6 +1,6 @@
 //! Input rules, checked before anything is stored. Each failure names the wire field.
 
-use cairn_types::{JsonObject, MemoryPatch, NewMemory, MAX_CONTENT_BYTES};
+use cairn_types::{JsonObject, MAX_CONTENT_BYTES, MemoryPatch, NewMemory};
 
 use crate::{Error, Result};
 
@@ -17,7 +17,11 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> Error {
 }
 
 /// A required, non-blank text of at most `max` bytes.
-pub(crate) fn required_text(field: &'static str, value: Option<String>, max: usize) -> Result<String> {
+pub(crate) fn required_text(
+    field: &'static str,
+    value: Option<String>,
+    max: usize,
+) -> Result<String> {
     let value = value.ok_or_else(|| invalid(field, "is required"))?;
     if value.trim().is_empty() {
         return Err(invalid(field, "must not be empty"));
@@ -29,7 +33,11 @@ pub(crate) fn required_text(field: &'static str, value: Option<String>, max: usi
 }
 
 /// An optional text: when given, it follows the rules of [`required_text`].
-pub(crate) fn optional_text(field: &'static str, value: Option<String>, max: usize) -> Result<Option<String>> {
+pub(crate) fn optional_text(
+    field: &'static str,
+    value: Option<String>,
+    max: usize,
+) -> Result<Option<String>> {
     value.map(|value| required_text(field, Some(value), max)).transpose()
 }
 
@@ -88,7 +96,10 @@ fn tags(tags: Vec<String>) -> Result<Vec<String>> {
 fn metadata(metadata: &JsonObject) -> Result<()> {
     let size = serde_json::to_string(metadata).map(|text| text.len()).unwrap_or(usize::MAX);
     if size > MAX_METADATA_BYTES {
-        return Err(invalid("metadata", format!("is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")));
+        return Err(invalid(
+            "metadata",
+            format!("is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}"),
+        ));
     }
     Ok(())
 }
@@ -96,11 +107,17 @@ fn metadata(metadata: &JsonObject) -> Result<()> {
 /// A list of non-blank strings such as file paths or commands.
 pub(crate) fn string_list(field: &'static str, items: Vec<String>) -> Result<Vec<String>> {
     if items.len() > MAX_LIST_ITEMS {
-        return Err(invalid(field, format!("has {} items; the limit is {MAX_LIST_ITEMS}", items.len())));
+        return Err(invalid(
+            field,
+            format!("has {} items; the limit is {MAX_LIST_ITEMS}", items.len()),
+        ));
     }
     for item in &items {
         if item.trim().is_empty() || item.len() > MAX_TEXT_BYTES {
-            return Err(invalid(field, format!("each item must be non-empty and at most {MAX_TEXT_BYTES} bytes")));
+            return Err(invalid(
+                field,
+                format!("each item must be non-empty and at most {MAX_TEXT_BYTES} bytes"),
+            ));
         }
     }
     Ok(items)
@@ -109,7 +126,10 @@ pub(crate) fn string_list(field: &'static str, items: Vec<String>) -> Result<Vec
 pub(crate) fn token_budget(budget: Option<u32>) -> Result<u32> {
     let budget = budget.unwrap_or(crate::DEFAULT_TOKEN_BUDGET);
     if budget == 0 || budget > crate::MAX_TOKEN_BUDGET {
-        return Err(invalid("tokenBudget", format!("must be from 1 to {}", crate::MAX_TOKEN_BUDGET)));
+        return Err(invalid(
+            "tokenBudget",
+            format!("must be from 1 to {}", crate::MAX_TOKEN_BUDGET),
+        ));
     }
     Ok(budget)
 }

@@ -1,0 +1,125 @@
+//! Cairn's HTTP transport: hyper 1.x over a TCP listener, serving the handlers above it.
+//!
+//! This crate knows sockets and connections, nothing about memories: it bounds connections,
+//! times out slow request headers, logs each request, and shuts down gracefully, giving
+//! in-flight requests a deadline to finish. Handlers enforce their own body limits.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_api::{MemoryApi, ResponseBody};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Transport limits.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Connections served at once; further ones wait in the listen backlog.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// How long in-flight requests get to finish after shutdown begins.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The handlers the daemon serves.
+#[derive(Clone)]
+pub struct Services {
+    pub memory: MemoryApi,
+}
+
+impl Services {
+    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+        let started = Instant::now();
+        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        let response = self.memory.handle(request).await;
+        tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+        response
+    }
+}
+
+/// Serves `services` on `listener` until `shutdown` completes, then drains connections.
+pub async fn serve(
+    listener: TcpListener,
+    services: Services,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let connection_slots = Arc::new(Semaphore::new(config.max_connections));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
+    let mut shutdown = std::pin::pin!(shutdown);
+
+    loop {
+        let permit = tokio::select! {
+            permit = connection_slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    if !is_connection_error(&error) {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let services = services.clone();
+        let service = service_fn(move |request| {
+            let services = services.clone();
+            async move { Ok::<_, Infallible>(services.handle(request).await) }
+        });
+        let connection =
+            builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+
+    drop(listener);
+    tracing::info!("shutting down: finishing in-flight requests");
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
+    }
+    Ok(())
+}
+
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}

@@ -17,9 +17,11 @@ use cairn_store::{
 use cairn_types::{Memory, Outcome, PatchEvidence, Timestamp};
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::rows::{json_text, memory_from_row, evidence_from_row, outcome_from_row, MEMORY_COLUMNS};
+use crate::rows::{
+    MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row, outcome_from_row,
+};
 
 /// How long a connection waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -116,7 +118,8 @@ fn sql(error: rusqlite::Error) -> StoreError {
 
 /// Builds an FTS5 query matching any of `terms`, each quoted so it is data, never syntax.
 fn match_any(terms: &[String]) -> String {
-    let quoted: Vec<String> = terms.iter().map(|term| format!("\"{}\"", term.replace('"', "\"\""))).collect();
+    let quoted: Vec<String> =
+        terms.iter().map(|term| format!("\"{}\"", term.replace('"', "\"\""))).collect();
     quoted.join(" OR ")
 }
 
@@ -124,7 +127,9 @@ fn match_any(terms: &[String]) -> String {
 const FILTER_SQL: &str = "(?1 IS NULL OR m.scope = ?1) AND (?2 IS NULL OR m.status = ?2) \
      AND (?3 IS NULL OR m.repo = ?3) AND (?4 OR m.archived_at IS NULL)";
 
-fn filter_params(filter: &MemoryFilter) -> (Option<&'static str>, Option<&'static str>, Option<String>, bool) {
+fn filter_params(
+    filter: &MemoryFilter,
+) -> (Option<&'static str>, Option<&'static str>, Option<String>, bool) {
     (
         filter.scope.map(|scope| scope.as_str()),
         filter.status.map(|status| status.as_str()),
@@ -174,7 +179,10 @@ impl MemoryStore for SqliteStore {
         self.read(move |connection| {
             let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
             let mut statement = connection.prepare_cached(&query).map_err(sql)?;
-            let row = statement.query_row([id], |row| Ok(memory_from_row(row))).optional().map_err(sql)?;
+            let row = statement
+                .query_row([id], |row| Ok(memory_from_row(row)))
+                .optional()
+                .map_err(sql)?;
             row.transpose()
         })
         .await
@@ -326,7 +334,9 @@ impl MemoryStore for SqliteStore {
         let task_key = task_key.to_owned();
         self.read(move |connection| {
             let mut statement = connection
-                .prepare_cached("SELECT memory_id FROM task_recalls WHERE task_key = ?1 ORDER BY seq")
+                .prepare_cached(
+                    "SELECT memory_id FROM task_recalls WHERE task_key = ?1 ORDER BY seq",
+                )
                 .map_err(sql)?;
             let rows = statement.query_map([task_key], |row| row.get(0)).map_err(sql)?;
             rows.collect::<rusqlite::Result<Vec<String>>>().map_err(sql)

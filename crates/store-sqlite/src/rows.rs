@@ -14,7 +14,8 @@ pub(crate) fn json_text(value: &impl serde::Serialize) -> String {
 }
 
 fn parse_json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T> {
-    serde_json::from_str(text).map_err(|error| StoreError::Corrupt(format!("column {column}: {error}")))
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::Corrupt(format!("column {column}: {error}")))
 }
 
 fn parse_enum<T: std::str::FromStr<Err = String>>(text: &str) -> Result<T> {

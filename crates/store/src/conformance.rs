@@ -6,7 +6,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use cairn_types::{new_id, IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp};
+use cairn_types::{
+    IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp, new_id,
+};
 
 use crate::{MemoryChange, MemoryFilter, MemoryStore};
 
@@ -49,7 +51,8 @@ pub fn sample_memory(content: &str, scope: Scope, millis: i64) -> Memory {
 }
 
 async fn inserted_memories_read_back_unchanged(store: Arc<dyn MemoryStore>) {
-    let memory = sample_memory("Use pnpm, not npm, in this repo.\nSecond line.", Scope::Repo, 1_000);
+    let memory =
+        sample_memory("Use pnpm, not npm, in this repo.\nSecond line.", Scope::Repo, 1_000);
     store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
     let read = store.get_memory(&memory.id).await.unwrap();
     assert_eq!(read.as_ref(), Some(&memory), "a stored memory must read back field for field");
@@ -58,7 +61,9 @@ async fn inserted_memories_read_back_unchanged(store: Arc<dyn MemoryStore>) {
 
 async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) {
     let mut memories = Vec::new();
-    for (i, scope) in [Scope::Repo, Scope::User, Scope::Global, Scope::Task, Scope::Repo].iter().enumerate() {
+    for (i, scope) in
+        [Scope::Repo, Scope::User, Scope::Global, Scope::Task, Scope::Repo].iter().enumerate()
+    {
         let mut memory = sample_memory(&format!("memory number {i}"), *scope, 1_000 + i as i64);
         if i == 1 {
             memory.status = Status::Review;
@@ -69,8 +74,14 @@ async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) 
         memories.push(memory);
     }
     store.insert_memories(&memories).await.unwrap();
-    let archived_change = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(9_000))), ..Default::default() };
-    store.update_memory(&memories[3].id, &archived_change, Timestamp::from_millis(9_000)).await.unwrap();
+    let archived_change = MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(9_000))),
+        ..Default::default()
+    };
+    store
+        .update_memory(&memories[3].id, &archived_change, Timestamp::from_millis(9_000))
+        .await
+        .unwrap();
 
     let all = store.list_memories(&MemoryFilter::default(), 10, 0).await.unwrap();
     let ids: Vec<&str> = all.memories.iter().map(|m| m.id.as_str()).collect();
@@ -92,7 +103,10 @@ async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) 
     assert_eq!(review_page.memories.len(), 1);
     assert_eq!(review_page.memories[0].id, memories[1].id);
     let other_repo = MemoryFilter { repo: Some("other".to_owned()), ..Default::default() };
-    assert_eq!(store.list_memories(&other_repo, 10, 0).await.unwrap().memories[0].id, memories[2].id);
+    assert_eq!(
+        store.list_memories(&other_repo, 10, 0).await.unwrap().memories[0].id,
+        memories[2].id
+    );
     let past_end = store.list_memories(&MemoryFilter::default(), 10, 50).await.unwrap();
     assert!(past_end.memories.is_empty());
     assert_eq!(past_end.total, 4);
@@ -107,7 +121,11 @@ async fn updates_apply_atomically_and_archive(store: Arc<dyn MemoryStore>) {
         tags: Some(vec!["x".to_owned()]),
         ..Default::default()
     };
-    let updated = store.update_memory(&memory.id, &change, Timestamp::from_millis(2_000)).await.unwrap().unwrap();
+    let updated = store
+        .update_memory(&memory.id, &change, Timestamp::from_millis(2_000))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(updated.content, "changed text");
     assert_eq!(updated.status, Status::Stale);
     assert_eq!(updated.tags, vec!["x".to_owned()]);
@@ -117,24 +135,50 @@ async fn updates_apply_atomically_and_archive(store: Arc<dyn MemoryStore>) {
     assert_eq!(updated.created_at, memory.created_at);
     assert_eq!(store.get_memory(&memory.id).await.unwrap(), Some(updated));
 
-    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(3_000))), ..Default::default() };
-    let archived = store.update_memory(&memory.id, &archive, Timestamp::from_millis(3_000)).await.unwrap().unwrap();
+    let archive = MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(3_000))),
+        ..Default::default()
+    };
+    let archived = store
+        .update_memory(&memory.id, &archive, Timestamp::from_millis(3_000))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(archived.archived_at, Some(Timestamp::from_millis(3_000)));
     let restore = MemoryChange { archived_at: Some(None), ..Default::default() };
-    let restored = store.update_memory(&memory.id, &restore, Timestamp::from_millis(4_000)).await.unwrap().unwrap();
+    let restored = store
+        .update_memory(&memory.id, &restore, Timestamp::from_millis(4_000))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(restored.archived_at, None);
 
-    let missing = store.update_memory("mem_missing", &change, Timestamp::from_millis(5_000)).await.unwrap();
+    let missing =
+        store.update_memory("mem_missing", &change, Timestamp::from_millis(5_000)).await.unwrap();
     assert_eq!(missing, None, "updating an unknown id changes nothing and says so");
 }
 
 async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>) {
-    let strong = sample_memory("The deploy script deploys to staging; deploy with care.", Scope::Repo, 1_000);
-    let weak = sample_memory("Coffee is in the kitchen. Someone mentioned a deploy once.", Scope::Global, 1_001);
+    let strong = sample_memory(
+        "The deploy script deploys to staging; deploy with care.",
+        Scope::Repo,
+        1_000,
+    );
+    let weak = sample_memory(
+        "Coffee is in the kitchen. Someone mentioned a deploy once.",
+        Scope::Global,
+        1_001,
+    );
     let unrelated = sample_memory("Tabs, not spaces, in Makefiles.", Scope::Repo, 1_002);
     let archived = sample_memory("deploy deploy deploy archived", Scope::Repo, 1_003);
-    store.insert_memories(&[strong.clone(), weak.clone(), unrelated.clone(), archived.clone()]).await.unwrap();
-    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(2_000))), ..Default::default() };
+    store
+        .insert_memories(&[strong.clone(), weak.clone(), unrelated.clone(), archived.clone()])
+        .await
+        .unwrap();
+    let archive = MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(2_000))),
+        ..Default::default()
+    };
     store.update_memory(&archived.id, &archive, Timestamp::from_millis(2_000)).await.unwrap();
 
     let terms = vec!["deploy".to_owned()];
@@ -143,7 +187,10 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
     assert_eq!(ids, vec![strong.id.as_str(), weak.id.as_str()], "relevant first; archived never");
     assert!(hits[0].relevance > hits[1].relevance && hits[1].relevance > 0.0);
 
-    let stemmed = store.search_memories(&["deploying".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    let stemmed = store
+        .search_memories(&["deploying".to_owned()], &MemoryFilter::default(), 10)
+        .await
+        .unwrap();
     assert_eq!(stemmed.len(), 2, "word forms match (stemming)");
 
     let only_global = MemoryFilter { scope: Some(Scope::Global), ..Default::default() };
@@ -151,17 +198,26 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
     assert_eq!(global_hits.len(), 1);
     assert_eq!(global_hits[0].memory.id, weak.id);
 
-    let by_tag = store.search_memories(&["tooling".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    let by_tag =
+        store.search_memories(&["tooling".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
     assert_eq!(by_tag.len(), 3, "tags are searchable");
 
-    let odd = store.search_memories(&["\"quote\" OR (NEAR".to_owned(), "AND".to_owned()], &MemoryFilter::default(), 10).await;
+    let odd = store
+        .search_memories(
+            &["\"quote\" OR (NEAR".to_owned(), "AND".to_owned()],
+            &MemoryFilter::default(),
+            10,
+        )
+        .await;
     assert!(odd.is_ok(), "search terms are data, never query syntax: {odd:?}");
 
-    let edit = MemoryChange { content: Some("Kitchen has tea now.".to_owned()), ..Default::default() };
+    let edit =
+        MemoryChange { content: Some("Kitchen has tea now.".to_owned()), ..Default::default() };
     store.update_memory(&weak.id, &edit, Timestamp::from_millis(3_000)).await.unwrap();
     let after_edit = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
     assert_eq!(after_edit.len(), 1, "an edited memory is found by its new text only");
-    let tea = store.search_memories(&["tea".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    let tea =
+        store.search_memories(&["tea".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
     assert_eq!(tea.len(), 1);
     assert!(store.search_memories(&[], &MemoryFilter::default(), 10).await.unwrap().is_empty());
 }
@@ -169,7 +225,8 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
 async fn counts_leave_out_archived(store: Arc<dyn MemoryStore>) {
     let memories: Vec<Memory> = (0..3).map(|i| sample_memory("x", Scope::Task, i)).collect();
     store.insert_memories(&memories).await.unwrap();
-    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
+    let archive =
+        MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
     store.update_memory(&memories[0].id, &archive, Timestamp::from_millis(10)).await.unwrap();
     assert_eq!(store.count_memories().await.unwrap(), 2);
 }
@@ -180,13 +237,19 @@ async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn MemoryStore>) 
     store.insert_memories(&[a.clone(), b.clone()]).await.unwrap();
     let at = Timestamp::from_millis(5_000);
     store.record_recall(&[b.id.clone(), a.id.clone()], "fix the build", at).await.unwrap();
-    store.record_recall(&[a.id.clone()], "fix the build", Timestamp::from_millis(6_000)).await.unwrap();
+    store
+        .record_recall(&[a.id.clone()], "fix the build", Timestamp::from_millis(6_000))
+        .await
+        .unwrap();
     let a_after = store.get_memory(&a.id).await.unwrap().unwrap();
     assert_eq!(a_after.recall_count, 2);
     assert_eq!(a_after.last_recalled_at, Some(Timestamp::from_millis(6_000)));
     let b_after = store.get_memory(&b.id).await.unwrap().unwrap();
     assert_eq!((b_after.recall_count, b_after.last_recalled_at), (1, Some(at)));
-    assert_eq!(store.recalled_for_task("fix the build").await.unwrap(), vec![b.id.clone(), a.id.clone()]);
+    assert_eq!(
+        store.recalled_for_task("fix the build").await.unwrap(),
+        vec![b.id.clone(), a.id.clone()]
+    );
     assert!(store.recalled_for_task("another task").await.unwrap().is_empty());
 }
 

@@ -79,8 +79,12 @@ pub trait MemoryStore: Send + Sync {
     ) -> Result<Option<Memory>>;
 
     /// Memories matching `filter`, newest first.
-    async fn list_memories(&self, filter: &MemoryFilter, limit: u32, offset: u64)
-    -> Result<MemoryPage>;
+    async fn list_memories(
+        &self,
+        filter: &MemoryFilter,
+        limit: u32,
+        offset: u64,
+    ) -> Result<MemoryPage>;
 
     /// Memories whose text contains any of `terms` (lower-case words), most relevant first.
     /// Archived memories are never returned.
@@ -96,8 +100,12 @@ pub trait MemoryStore: Send + Sync {
 
     /// Marks memories as recalled at `at` for `task_key`: sets `lastRecalledAt`, increments
     /// `recallCount`, and remembers which memories served the task.
-    async fn record_recall(&self, memory_ids: &[String], task_key: &str, at: Timestamp)
-    -> Result<()>;
+    async fn record_recall(
+        &self,
+        memory_ids: &[String],
+        task_key: &str,
+        at: Timestamp,
+    ) -> Result<()>;
 
     /// The memories recalled for `task_key`, in the order they were first served.
     async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>>;

@@ -62,7 +62,9 @@ pub struct ErrorBody {
     /// `METHOD_NOT_ALLOWED`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,
-    #[schema(example = "scope: unknown variant `team`, expected one of `repo`, `user`, `global`, `task`")]
+    #[schema(
+        example = "scope: unknown variant `team`, expected one of `repo`, `user`, `global`, `task`"
+    )]
     pub message: String,
     /// The same number as the HTTP status code.
     #[schema(example = 422)]

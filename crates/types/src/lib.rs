@@ -17,10 +17,10 @@ pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextReque
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
 pub use guard::{GuardFinding, GuardRequest, GuardResult};
 pub use health::Health;
-pub use id::{new_id, IdPrefix};
+pub use id::{IdPrefix, new_id};
 pub use memory::{
-    CreatedMemory, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Scope, SearchHit,
-    SearchQuery, SearchResult, Status, MAX_CONTENT_BYTES,
+    CreatedMemory, MAX_CONTENT_BYTES, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory,
+    Scope, SearchHit, SearchQuery, SearchResult, Status,
 };
 pub use outcome::{Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest};
 pub use timestamp::Timestamp;

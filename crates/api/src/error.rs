@@ -1,0 +1,74 @@
+//! API errors and the one place where engine errors become HTTP statuses and codes.
+
+use cairn_types::{ErrorCode, ErrorEnvelope};
+use http::{HeaderValue, Response, StatusCode};
+
+use crate::http_util::{ResponseBody, json_response};
+
+/// An error answered in the envelope. Build with the constructors; map engine errors with `From`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    code: ErrorCode,
+    message: String,
+    allow: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError { code, message: message.into(), allow: None }
+    }
+
+    pub fn validation(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::ValidationError, message)
+    }
+
+    pub fn payload_too_large(message: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::PayloadTooLarge, message)
+    }
+
+    pub fn not_found(path: &str) -> ApiError {
+        ApiError::new(ErrorCode::NotFound, format!("no route for `{path}`; see GET /openapi.json"))
+    }
+
+    /// 405, with the `Allow` header listing the methods the path takes.
+    pub fn method_not_allowed(method: &http::Method, path: &str, allow: &'static str) -> ApiError {
+        let message = format!("{method} is not allowed on `{path}`; allowed: {allow}");
+        ApiError { allow: Some(allow), ..ApiError::new(ErrorCode::MethodNotAllowed, message) }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub fn into_response(self) -> Response<ResponseBody> {
+        let status =
+            StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = json_response(status, &ErrorEnvelope::new(self.code, self.message));
+        if let Some(allow) = self.allow {
+            response.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
+        }
+        response
+    }
+}
+
+impl From<cairn_memory::Error> for ApiError {
+    fn from(error: cairn_memory::Error) -> ApiError {
+        match error {
+            cairn_memory::Error::Invalid { .. } => ApiError::validation(error.to_string()),
+            cairn_memory::Error::MemoryNotFound(_) => {
+                ApiError::new(ErrorCode::MemoryNotFound, error.to_string())
+            }
+            cairn_memory::Error::EvidenceNotFound(_) => {
+                ApiError::new(ErrorCode::EvidenceNotFound, error.to_string())
+            }
+            cairn_memory::Error::Store(source) => {
+                tracing::error!(error = %source, "storage failed");
+                ApiError::new(ErrorCode::InternalError, "internal error")
+            }
+        }
+    }
+}

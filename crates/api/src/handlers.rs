@@ -1,0 +1,214 @@
+//! One function per operation. The `#[utoipa::path]` attributes are the OpenAPI document's
+//! source: they sit on the code that answers, so the two cannot drift apart unnoticed.
+
+use cairn_memory::Engine;
+use cairn_types::{
+    CodingContext, CodingContextRequest, ContextPack, ContextRequest, CreatedMemory, ErrorEnvelope,
+    GuardRequest, GuardResult, Health, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory,
+    Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest, SearchQuery, SearchResult,
+};
+use http::{Request, Response, StatusCode};
+use serde::de::DeserializeOwned;
+
+use crate::http_util::{
+    ResponseBody, bytes_response, json_response, parse_json, parse_query, read_body,
+};
+use crate::routes::Operation;
+use crate::{ApiError, Inner};
+
+type Reply = Result<Response<ResponseBody>, ApiError>;
+
+pub(crate) async fn dispatch<B>(
+    inner: &Inner,
+    operation: Operation,
+    id: Option<&str>,
+    request: Request<B>,
+) -> Reply
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let engine = &inner.engine;
+    let id = id.unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let query = parts.uri.query();
+    // Reads and parses the body; only operations that take one call it.
+    let input = async |body: B| -> Result<_, ApiError> {
+        read_body(&parts.headers, body, inner.config.max_body_bytes).await
+    };
+    match operation {
+        Operation::ListMemories => list_memories(engine, parse_query(query)?).await,
+        Operation::CreateMemory => create_memory(engine, json(input(body).await?)?).await,
+        Operation::GetMemory => get_memory(engine, id).await,
+        Operation::UpdateMemory => update_memory(engine, id, json(input(body).await?)?).await,
+        Operation::ArchiveMemory => archive_memory(engine, id).await,
+        Operation::Search => search(engine, parse_query(query)?).await,
+        Operation::Context => context(engine, json(input(body).await?)?).await,
+        Operation::CodingContext => coding_context(engine, json(input(body).await?)?).await,
+        Operation::Guard => guard(engine, json(input(body).await?)?).await,
+        Operation::Outcome => outcome(engine, json(input(body).await?)?).await,
+        Operation::PatchEvidence => patch_evidence(engine, json(input(body).await?)?).await,
+        Operation::GetEvidence => get_evidence(engine, id).await,
+        Operation::Health => health(inner).await,
+        Operation::OpenApi => {
+            Ok(bytes_response(StatusCode::OK, "application/json", crate::openapi_json()))
+        }
+    }
+}
+
+fn json<T: DeserializeOwned>(body: bytes::Bytes) -> Result<T, ApiError> {
+    parse_json(&body)
+}
+
+/// Lists memories, newest first.
+#[utoipa::path(get, path = "/api/memories", tag = "memories", params(MemoryListQuery),
+    responses(
+        (status = 200, description = "A page of memories", body = MemoryList),
+        (status = 422, description = "A filter is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn list_memories(engine: &Engine, query: MemoryListQuery) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.list_memories(query).await?))
+}
+
+/// Stores a memory; it starts `active`.
+#[utoipa::path(post, path = "/api/memories", tag = "memories", request_body = NewMemory,
+    responses(
+        (status = 201, description = "The memory as stored", body = CreatedMemory),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The body is not a valid memory", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn create_memory(engine: &Engine, input: NewMemory) -> Reply {
+    let memory = engine.create_memory(input).await?;
+    Ok(json_response(StatusCode::CREATED, &CreatedMemory::from(memory)))
+}
+
+/// Reads one memory, archived or not.
+#[utoipa::path(get, path = "/api/memories/{id}", tag = "memories",
+    params(("id" = String, Path, description = "A memory id (`mem_…`)")),
+    responses(
+        (status = 200, description = "The memory", body = Memory),
+        (status = 404, description = "No such memory (`MEMORY_NOT_FOUND`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn get_memory(engine: &Engine, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.get_memory(id).await?))
+}
+
+/// Changes a memory's content, scope, status, tags or metadata, or archives or restores it.
+#[utoipa::path(patch, path = "/api/memories/{id}", tag = "memories", request_body = MemoryPatch,
+    params(("id" = String, Path, description = "A memory id (`mem_…`)")),
+    responses(
+        (status = 200, description = "The memory after the change", body = Memory),
+        (status = 404, description = "No such memory (`MEMORY_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The change is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn update_memory(engine: &Engine, id: &str, patch: MemoryPatch) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.update_memory(id, patch).await?))
+}
+
+/// Archives a memory: it leaves lists, retrieval and guards; PATCH `{"archived": false}` restores it.
+#[utoipa::path(delete, path = "/api/memories/{id}", tag = "memories",
+    params(("id" = String, Path, description = "A memory id (`mem_…`)")),
+    responses(
+        (status = 200, description = "The archived memory", body = Memory),
+        (status = 404, description = "No such memory (`MEMORY_NOT_FOUND`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn archive_memory(engine: &Engine, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.archive_memory(id).await?))
+}
+
+/// Ranked full-text search over memories that are not archived.
+#[utoipa::path(get, path = "/api/search", tag = "retrieval", params(SearchQuery),
+    responses(
+        (status = 200, description = "Hits, best first", body = SearchResult),
+        (status = 422, description = "`q` is missing or a filter is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn search(engine: &Engine, query: SearchQuery) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.search(query).await?))
+}
+
+/// A context pack: the memories relevant to a task within a token budget.
+#[utoipa::path(post, path = "/api/context", tag = "retrieval", request_body = ContextRequest,
+    responses(
+        (status = 200, description = "The context pack", body = ContextPack),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn context(engine: &Engine, request: ContextRequest) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.context(request).await?))
+}
+
+/// A context pack for a coding task, weighing memories that name the files it touches.
+#[utoipa::path(post, path = "/api/coding-context", tag = "retrieval", request_body = CodingContextRequest,
+    responses(
+        (status = 200, description = "The coding context", body = CodingContext),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn coding_context(engine: &Engine, request: CodingContextRequest) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.coding_context(request).await?))
+}
+
+/// Checks an action against built-in rules, rules learned from memories, and earlier failures.
+#[utoipa::path(post, path = "/api/guard", tag = "guards", request_body = GuardRequest,
+    responses(
+        (status = 200, description = "The verdict", body = GuardResult),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn guard(engine: &Engine, request: GuardRequest) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.guard(request).await?))
+}
+
+/// Records how a command ended; failures feed the guards.
+#[utoipa::path(post, path = "/api/outcome", tag = "evidence", request_body = OutcomeRequest,
+    responses(
+        (status = 201, description = "The recorded outcome", body = Outcome),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn outcome(engine: &Engine, request: OutcomeRequest) -> Reply {
+    Ok(json_response(StatusCode::CREATED, &engine.record_outcome(request).await?))
+}
+
+/// Records the evidence for a patch, with the memories context packs served for its task.
+#[utoipa::path(post, path = "/api/patch-evidence", tag = "evidence", request_body = PatchEvidenceRequest,
+    responses(
+        (status = 201, description = "The evidence record", body = PatchEvidence),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn patch_evidence(engine: &Engine, request: PatchEvidenceRequest) -> Reply {
+    Ok(json_response(StatusCode::CREATED, &engine.record_patch_evidence(request).await?))
+}
+
+/// Reads a patch evidence record back.
+#[utoipa::path(get, path = "/api/evidence/{id}", tag = "evidence",
+    params(("id" = String, Path, description = "An evidence id (`ev_…`)")),
+    responses(
+        (status = 200, description = "The evidence record", body = PatchEvidence),
+        (status = 404, description = "No such record (`EVIDENCE_NOT_FOUND`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn get_evidence(engine: &Engine, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.get_evidence(id).await?))
+}
+
+/// The service's health.
+#[utoipa::path(get, path = "/api/health", tag = "system",
+    responses((status = 200, description = "The service is healthy", body = Health)))]
+pub(crate) async fn health(inner: &Inner) -> Reply {
+    let uptime = (inner.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    let health = Health {
+        status: "healthy".to_owned(),
+        memory_count: inner.engine.memory_count().await?,
+        uptime,
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    };
+    Ok(json_response(StatusCode::OK, &health))
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "system",
+    responses((status = 200, description = "The OpenAPI 3.1 description of this API", content_type = "application/json")))]
+#[allow(dead_code)] // Exists for its attribute: the handler is `crate::openapi_json`.
+pub(crate) fn openapi() {}

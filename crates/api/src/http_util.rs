@@ -1,0 +1,100 @@
+//! Reading requests and writing responses: bodies within a limit, JSON with field-naming
+//! errors, query strings, and the response body type every Cairn handler returns.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::ApiError;
+
+/// The body type of every response: any `http_body::Body` of bytes, boxed.
+pub type ResponseBody = BoxBody<Bytes, Infallible>;
+
+/// A response with a JSON body.
+pub fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
+    let body = serde_json::to_vec(value).expect("response types always serialize");
+    bytes_response(status, "application/json", Bytes::from(body))
+}
+
+/// A response with a body already in bytes.
+pub fn bytes_response(
+    status: StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Response<ResponseBody> {
+    let mut response = Response::new(Full::new(body).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// Reads a whole body, refusing more than `limit` bytes with 413 `PAYLOAD_TOO_LARGE`.
+pub async fn read_body<B>(
+    headers: &http::HeaderMap,
+    body: B,
+    limit: usize,
+) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let too_large = || {
+        ApiError::payload_too_large(format!("the request body is over the limit of {limit} bytes"))
+    };
+    let declared =
+        headers.get(CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<LengthLimitError>() => Err(too_large()),
+        Err(error) => {
+            Err(ApiError::validation(format!("the request body could not be read: {error}")))
+        }
+    }
+}
+
+/// Parses a JSON body into `T`; errors name the field at fault, as `field: problem`.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::validation("the request body is empty; a JSON object is expected"));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ApiError::validation(format!("the request body is not valid JSON: {inner}"))
+        } else if path == "." {
+            ApiError::validation(format!("body: {inner}"))
+        } else {
+            ApiError::validation(format!("{path}: {inner}"))
+        }
+    })?;
+    deserializer.end().map_err(|error| {
+        ApiError::validation(format!("the request body is not valid JSON: {error}"))
+    })?;
+    Ok(value)
+}
+
+/// Parses a query string into `T`; errors name the parameter at fault.
+pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiError> {
+    let pairs = form_urlencoded::parse(query.unwrap_or_default().as_bytes());
+    let deserializer = serde_urlencoded::Deserializer::new(pairs);
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if path == "." {
+            ApiError::validation(format!("query: {inner}"))
+        } else {
+            ApiError::validation(format!("query parameter `{path}`: {inner}"))
+        }
+    })
+}

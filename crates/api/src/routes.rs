@@ -1,0 +1,151 @@
+//! The route table: every path and method the memory API answers, in one place. The
+//! OpenAPI document is checked against it by a test.
+
+use http::Method;
+
+use crate::ApiError;
+
+/// Every operation of the memory API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    ListMemories,
+    CreateMemory,
+    GetMemory,
+    UpdateMemory,
+    ArchiveMemory,
+    Search,
+    Context,
+    CodingContext,
+    Guard,
+    Outcome,
+    PatchEvidence,
+    GetEvidence,
+    Health,
+    OpenApi,
+}
+
+/// A path pattern (`{id}` matches one segment) and the operations on it by method.
+#[derive(Debug)]
+pub struct Route {
+    pub path: &'static str,
+    pub operations: &'static [(Method, Operation)],
+    /// The `Allow` header for a 405 on this path.
+    pub allow: &'static str,
+}
+
+pub const ROUTES: &[Route] = &[
+    Route {
+        path: "/api/memories",
+        operations: &[
+            (Method::GET, Operation::ListMemories),
+            (Method::POST, Operation::CreateMemory),
+        ],
+        allow: "GET, POST",
+    },
+    Route {
+        path: "/api/memories/{id}",
+        operations: &[
+            (Method::GET, Operation::GetMemory),
+            (Method::PATCH, Operation::UpdateMemory),
+            (Method::DELETE, Operation::ArchiveMemory),
+        ],
+        allow: "GET, PATCH, DELETE",
+    },
+    Route { path: "/api/search", operations: &[(Method::GET, Operation::Search)], allow: "GET" },
+    Route {
+        path: "/api/context",
+        operations: &[(Method::POST, Operation::Context)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/coding-context",
+        operations: &[(Method::POST, Operation::CodingContext)],
+        allow: "POST",
+    },
+    Route { path: "/api/guard", operations: &[(Method::POST, Operation::Guard)], allow: "POST" },
+    Route {
+        path: "/api/outcome",
+        operations: &[(Method::POST, Operation::Outcome)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/patch-evidence",
+        operations: &[(Method::POST, Operation::PatchEvidence)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/evidence/{id}",
+        operations: &[(Method::GET, Operation::GetEvidence)],
+        allow: "GET",
+    },
+    Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },
+    Route { path: "/openapi.json", operations: &[(Method::GET, Operation::OpenApi)], allow: "GET" },
+];
+
+/// Finds the operation for a request, and the `{id}` segment if the path has one.
+pub fn resolve<'p>(
+    method: &Method,
+    path: &'p str,
+) -> Result<(Operation, Option<&'p str>), ApiError> {
+    let trimmed = if path.len() > 1 { path.trim_end_matches('/') } else { path };
+    for route in ROUTES {
+        let Some(id) = match_path(route.path, trimmed) else { continue };
+        return match route.operations.iter().find(|(allowed, _)| allowed == method) {
+            Some((_, operation)) => Ok((*operation, id)),
+            None => Err(ApiError::method_not_allowed(method, path, route.allow)),
+        };
+    }
+    Err(ApiError::not_found(path))
+}
+
+/// `Some(id)` when `path` fits `pattern`; the inner option is the `{id}` segment, if any.
+fn match_path<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
+    let mut id = None;
+    let mut pattern_segments = pattern.split('/');
+    let mut path_segments = path.split('/');
+    loop {
+        match (pattern_segments.next(), path_segments.next()) {
+            (None, None) => return Some(id),
+            (Some("{id}"), Some(segment)) if !segment.is_empty() => id = Some(segment),
+            (Some(expected), Some(segment)) if expected == segment => {}
+            _ => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_to_operations() {
+        assert_eq!(
+            resolve(&Method::GET, "/api/memories").unwrap(),
+            (Operation::ListMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/memories/").unwrap(),
+            (Operation::ListMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::DELETE, "/api/memories/mem_1").unwrap(),
+            (Operation::ArchiveMemory, Some("mem_1"))
+        );
+        assert_eq!(
+            resolve(&Method::PUT, "/api/memories/mem_1").unwrap_err().code(),
+            cairn_types::ErrorCode::MethodNotAllowed
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/memories/mem_1/x").unwrap_err().code(),
+            cairn_types::ErrorCode::NotFound
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/memories//").unwrap(),
+            (Operation::ListMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/nope").unwrap_err().code(),
+            cairn_types::ErrorCode::NotFound
+        );
+    }
+}
