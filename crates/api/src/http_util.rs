@@ -61,10 +61,17 @@ where
     }
 }
 
-/// Parses a JSON body into `T`; errors name the field at fault, as `field: problem`.
+/// Parses a JSON object body into `T`; errors name the field at fault, as `field: problem`.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::validation("the request body is empty; a JSON object is expected"));
+    match body.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        None => {
+            return Err(ApiError::validation(
+                "the request body is empty; a JSON object is expected",
+            ));
+        }
+        Some(b'{') => {}
+        // Structs would also accept arrays of their fields in order; nobody means that.
+        Some(_) => return Err(ApiError::validation("body: a JSON object is expected")),
     }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {

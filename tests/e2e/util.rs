@@ -1,0 +1,166 @@
+//! Fixtures: a running daemon in a fresh temporary directory, and a small HTTP client.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Method;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+/// A `cairn serve` process. Killed when dropped.
+pub struct Daemon {
+    child: Child,
+    base_url: String,
+    data_dir: PathBuf,
+    // Keeps the directory alive for the daemon's lifetime when the daemon owns it.
+    _temp: Option<tempfile::TempDir>,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// A response: status, headers and the body parsed as JSON (`Value::Null` when not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Value,
+}
+
+/// What a request sends.
+pub enum Body<'a> {
+    None,
+    Json(Value),
+    Raw(&'a [u8]),
+}
+
+impl Daemon {
+    /// Starts a daemon with a data directory of its own.
+    pub fn start() -> Daemon {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let mut daemon = Daemon::start_in(temp.path());
+        daemon._temp = Some(temp);
+        daemon
+    }
+
+    /// Starts a daemon on an existing data directory (for restarts).
+    pub fn start_in(data_dir: &Path) -> Daemon {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.join("daemon.log"))
+            .expect("log file");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["serve", "--port", "0", "--data-dir"])
+            .arg(data_dir)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("the cairn binary starts");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read the listening line");
+        let base_url = line
+            .trim()
+            .strip_prefix("cairn listening on ")
+            .unwrap_or_else(|| {
+                panic!(
+                    "unexpected first line from cairn serve: {line:?}; see {}",
+                    data_dir.join("daemon.log").display()
+                )
+            })
+            .to_owned();
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        Daemon { child, base_url, data_dir: data_dir.to_owned(), _temp: None, client }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub async fn request(&self, method: Method, path: &str, body: Body<'_>) -> Reply {
+        let bytes = match body {
+            Body::None => Bytes::new(),
+            Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
+            Body::Raw(raw) => Bytes::copy_from_slice(raw),
+        };
+        let request = hyper::Request::builder()
+            .method(method.clone())
+            .uri(format!("{}{path}", self.base_url))
+            .header("content-type", "application/json")
+            .body(Full::new(bytes))
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+            .await
+            .unwrap_or_else(|_| panic!("{method} {path} timed out"))
+            .unwrap_or_else(|error| panic!("{method} {path} failed: {error}"));
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let raw = response.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        Reply { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.request(Method::GET, path, Body::None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Reply {
+        self.request(Method::POST, path, Body::Json(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> Reply {
+        self.request(Method::PATCH, path, Body::Json(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.request(Method::DELETE, path, Body::None).await
+    }
+
+    /// Stores a memory and returns its id.
+    pub async fn remember(&self, memory: Value) -> String {
+        let reply = self.post("/api/memories", memory).await;
+        assert_eq!(reply.status, 201, "{reply:?}");
+        reply.body["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends SIGTERM and waits for the process to exit.
+    pub fn terminate(mut self) -> ExitStatus {
+        self.signal("-TERM");
+        self.child.wait().expect("wait for cairn")
+    }
+
+    /// Sends SIGKILL: the process gets no chance to clean up.
+    pub fn kill_hard(mut self) {
+        self.signal("-KILL");
+        self.child.wait().expect("wait for cairn");
+    }
+
+    fn signal(&mut self, signal: &str) {
+        let status =
+            Command::new("kill").arg(signal).arg(self.child.id().to_string()).status().unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Reply {
+    /// Asserts an error envelope with this status and code, and returns its message.
+    pub fn assert_error(&self, status: u16, code: &str) -> &str {
+        assert_eq!(self.status, status, "{self:?}");
+        assert_eq!(self.body["error"]["code"], code, "{self:?}");
+        assert_eq!(self.body["error"]["status"], status, "{self:?}");
+        self.body["error"]["message"].as_str().expect("error message")
+    }
+}
