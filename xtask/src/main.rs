@@ -1,1 +1,85 @@
-fn main() {}
+//! Cairn's development tasks (the cargo-xtask pattern): `cargo xtask ci|openapi|bench|tidy`.
+
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, bail};
+
+const HELP: &str = "\
+cargo xtask <task>
+
+tasks:
+  ci                 everything CI checks: fmt, clippy -D warnings, tests, OpenAPI drift, tidy
+  openapi [--check]  regenerate docs/openapi.json from the code (--check: fail if it drifted)
+  bench [ARGS]       release-build and run the benchmarks against DESIGN.md's budgets
+                     (ARGS go to cairn-bench, e.g. --quick)
+  tidy               layering, docs and file-header checks
+";
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let task = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    let root = workspace_root();
+    std::env::set_current_dir(&root)?;
+    match task.as_str() {
+        "ci" => ci(),
+        "openapi" => openapi(rest.iter().any(|arg| arg == "--check")),
+        "bench" => bench(&rest),
+        "tidy" => tidy::run(&root),
+        "" | "help" | "--help" | "-h" => {
+            print!("{HELP}");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`\n\n{HELP}"),
+    }
+}
+
+fn ci() -> anyhow::Result<()> {
+    cargo(&["fmt", "--all", "--", "--check"], &[])
+        .context("formatting differs: run `cargo fmt --all`")?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"], &[])?;
+    cargo(&["test", "--workspace", "--locked"], &[])?;
+    openapi(true)?;
+    tidy::run(&workspace_root())?;
+    println!("xtask ci: all checks passed");
+    Ok(())
+}
+
+/// The committed document is checked (or rewritten) by a test in cairn-api, so the check
+/// and the generator can never disagree.
+fn openapi(check: bool) -> anyhow::Result<()> {
+    let update: &[(&str, &str)] = if check { &[] } else { &[("UPDATE_OPENAPI", "1")] };
+    cargo(&["test", "--quiet", "-p", "cairn-api", "--lib", "openapi::"], update)
+        .context("docs/openapi.json is out of date: run `cargo xtask openapi` and commit it")?;
+    if !check {
+        println!("docs/openapi.json regenerated");
+    }
+    Ok(())
+}
+
+fn bench(args: &[String]) -> anyhow::Result<()> {
+    cargo(&["build", "--release", "-p", "cairn-cli", "-p", "cairn-bench"], &[])?;
+    let mut command: Vec<&str> = vec!["run", "--release", "--quiet", "-p", "cairn-bench", "--"];
+    command.extend(args.iter().map(String::as_str));
+    cargo(&command, &[])
+}
+
+fn cargo(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(cargo).args(args).envs(env.iter().copied()).status()?;
+    if !status.success() {
+        bail!("`cargo {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace root")
+        .to_owned()
+}

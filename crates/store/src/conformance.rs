@@ -238,7 +238,7 @@ async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn MemoryStore>) 
     let at = Timestamp::from_millis(5_000);
     store.record_recall(&[b.id.clone(), a.id.clone()], "fix the build", at).await.unwrap();
     store
-        .record_recall(&[a.id.clone()], "fix the build", Timestamp::from_millis(6_000))
+        .record_recall(std::slice::from_ref(&a.id), "fix the build", Timestamp::from_millis(6_000))
         .await
         .unwrap();
     let a_after = store.get_memory(&a.id).await.unwrap().unwrap();
