@@ -8,6 +8,8 @@ mod migrations;
 mod rows;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -32,6 +34,9 @@ const READER_CONNECTIONS: u32 = 8;
 pub struct SqliteStore {
     readers: Pool<SqliteConnectionManager>,
     writer: Pool<SqliteConnectionManager>,
+    /// Memories not archived. Counted once at open, then kept by the writer after each
+    /// commit, so health checks never scan the table. Only this process writes the file.
+    live_memories: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -49,16 +54,22 @@ impl SqliteStore {
             .connection_timeout(Duration::from_secs(30))
             .build(manager())
             .map_err(StoreError::backend)?;
-        {
+        let live_memories = {
             let mut connection = writer.get().map_err(StoreError::backend)?;
             migrations::apply(&mut connection).map_err(StoreError::backend)?;
-        }
+            let count: i64 = connection
+                .query_row("SELECT count(*) FROM memories WHERE archived_at IS NULL", [], |row| {
+                    row.get(0)
+                })
+                .map_err(sql)?;
+            Arc::new(AtomicU64::new(count as u64))
+        };
         let readers = Pool::builder()
             .max_size(READER_CONNECTIONS)
             .min_idle(Some(1))
             .build(manager())
             .map_err(StoreError::backend)?;
-        Ok(SqliteStore { readers, writer })
+        Ok(SqliteStore { readers, writer, live_memories })
     }
 
     async fn read<T, F>(&self, query: F) -> Result<T>
@@ -74,8 +85,17 @@ impl SqliteStore {
         .await
     }
 
-    /// Runs `change` in one immediate transaction on the writer connection.
+    /// Runs `change` in one immediate transaction on the writer connection; the commit is
+    /// synced to disk before this returns.
     async fn write<T, F>(&self, change: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        self.write_with(Durability::Synced, change).await
+    }
+
+    async fn write_with<T, F>(&self, durability: Durability, change: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
@@ -83,15 +103,34 @@ impl SqliteStore {
         let pool = self.writer.clone();
         run_blocking(move || {
             let mut connection = pool.get().map_err(StoreError::backend)?;
-            let transaction = connection
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(StoreError::backend)?;
-            let value = change(&transaction)?;
-            transaction.commit().map_err(StoreError::backend)?;
-            Ok(value)
+            if durability == Durability::Relaxed {
+                connection.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
+            }
+            let outcome = (|| {
+                let transaction = connection
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(sql)?;
+                let value = change(&transaction)?;
+                transaction.commit().map_err(sql)?;
+                Ok(value)
+            })();
+            if durability == Durability::Relaxed {
+                connection.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
+            }
+            outcome
         })
         .await
     }
+}
+
+/// How hard a commit holds on to its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Synced to disk before the call returns: survives a crash of the machine.
+    Synced,
+    /// In the log but not yet synced: survives a crash of the process; made durable by the
+    /// next synced commit or checkpoint. For bookkeeping that is not a user's write.
+    Relaxed,
 }
 
 fn configure_connection(connection: &mut Connection) -> rusqlite::Result<()> {
@@ -141,6 +180,7 @@ fn filter_params(
 #[async_trait]
 impl MemoryStore for SqliteStore {
     async fn insert_memories(&self, memories: &[Memory]) -> Result<()> {
+        let live = memories.iter().filter(|memory| memory.archived_at.is_none()).count() as u64;
         let memories = memories.to_vec();
         self.write(move |tx| {
             let mut insert = tx
@@ -171,7 +211,9 @@ impl MemoryStore for SqliteStore {
             }
             Ok(())
         })
-        .await
+        .await?;
+        self.live_memories.fetch_add(live, Ordering::Relaxed);
+        Ok(())
     }
 
     async fn get_memory(&self, id: &str) -> Result<Option<Memory>> {
@@ -195,7 +237,14 @@ impl MemoryStore for SqliteStore {
         updated_at: Timestamp,
     ) -> Result<Option<Memory>> {
         let (id, change) = (id.to_owned(), change.clone());
-        self.write(move |tx| {
+        let (memory, was_live) = self.write(move |tx| {
+            let was_live: Option<bool> = tx
+                .prepare_cached("SELECT archived_at IS NULL FROM memories WHERE id = ?1")
+                .map_err(sql)?
+                .query_row([&id], |row| row.get(0))
+                .optional()
+                .map_err(sql)?;
+            let Some(was_live) = was_live else { return Ok((None, false)) };
             let archived_given = change.archived_at.is_some();
             let archived_at = change.archived_at.flatten().map(Timestamp::as_millis);
             let changed = tx
@@ -219,14 +268,23 @@ impl MemoryStore for SqliteStore {
                     updated_at.as_millis(),
                 ])
                 .map_err(sql)?;
-            if changed == 0 {
-                return Ok(None);
-            }
+            debug_assert_eq!(changed, 1);
             let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
             let mut statement = tx.prepare_cached(&query).map_err(sql)?;
-            statement.query_row([&id], |row| Ok(memory_from_row(row))).map_err(sql)?.map(Some)
+            let memory = statement.query_row([&id], |row| Ok(memory_from_row(row))).map_err(sql)??;
+            Ok((Some(memory), was_live))
         })
-        .await
+        .await?;
+        match &memory {
+            Some(memory) if was_live && memory.archived_at.is_some() => {
+                self.live_memories.fetch_sub(1, Ordering::Relaxed);
+            }
+            Some(memory) if !was_live && memory.archived_at.is_none() => {
+                self.live_memories.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        Ok(memory)
     }
 
     async fn list_memories(
@@ -291,15 +349,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn count_memories(&self) -> Result<u64> {
-        self.read(|connection| {
-            let count: i64 = connection
-                .prepare_cached("SELECT count(*) FROM memories WHERE archived_at IS NULL")
-                .map_err(sql)?
-                .query_row([], |row| row.get(0))
-                .map_err(sql)?;
-            Ok(count as u64)
-        })
-        .await
+        Ok(self.live_memories.load(Ordering::Relaxed))
     }
 
     async fn record_recall(
@@ -309,7 +359,7 @@ impl MemoryStore for SqliteStore {
         at: Timestamp,
     ) -> Result<()> {
         let (memory_ids, task_key) = (memory_ids.to_vec(), task_key.to_owned());
-        self.write(move |tx| {
+        self.write_with(Durability::Relaxed, move |tx| {
             let mut mark = tx
                 .prepare_cached(
                     "UPDATE memories SET last_recalled_at = ?2, recall_count = recall_count + 1 WHERE id = ?1",
@@ -456,6 +506,7 @@ mod tests {
         }
         let reopened = SqliteStore::open(&path).unwrap();
         assert_eq!(reopened.get_memory(&memory.id).await.unwrap(), Some(memory));
+        assert_eq!(reopened.count_memories().await.unwrap(), 1, "the count is rebuilt at open");
     }
 
     #[test]

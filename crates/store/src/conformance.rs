@@ -229,6 +229,13 @@ async fn counts_leave_out_archived(store: Arc<dyn MemoryStore>) {
         MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
     store.update_memory(&memories[0].id, &archive, Timestamp::from_millis(10)).await.unwrap();
     assert_eq!(store.count_memories().await.unwrap(), 2);
+    store.update_memory(&memories[0].id, &archive, Timestamp::from_millis(11)).await.unwrap();
+    assert_eq!(store.count_memories().await.unwrap(), 2, "archiving twice counts once");
+    let restore = MemoryChange { archived_at: Some(None), ..Default::default() };
+    store.update_memory(&memories[1].id, &restore, Timestamp::from_millis(12)).await.unwrap();
+    assert_eq!(store.count_memories().await.unwrap(), 2, "restoring a live memory changes nothing");
+    store.update_memory(&memories[0].id, &restore, Timestamp::from_millis(13)).await.unwrap();
+    assert_eq!(store.count_memories().await.unwrap(), 3);
 }
 
 async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn MemoryStore>) {
