@@ -21,14 +21,9 @@ pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Re
         .await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let packed = pack(ranked, budget as usize);
-    record_recall(engine, &packed.memory_ids, &task).await?;
-    Ok(ContextPack {
-        context: packed.context,
-        memories_used: packed.memory_ids.len(),
-        token_count: packed.token_count,
-        memory_ids: packed.memory_ids,
-    })
+    let (pack, _) = pack(ranked, budget as usize);
+    record_recall(engine, &pack.memory_ids, &task).await?;
+    Ok(pack)
 }
 
 pub(crate) async fn coding_context(
@@ -55,34 +50,25 @@ pub(crate) async fn coding_context(
     };
     let preferences = Preferences { repo: repo.as_deref(), boost: Some(&boost) };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let packed = pack(ranked, budget as usize);
-    record_recall(engine, &packed.memory_ids, &task).await?;
+    let (pack, contents) = pack(ranked, budget as usize);
+    record_recall(engine, &pack.memory_ids, &task).await?;
 
     let file_contexts = files
         .iter()
         .zip(&file_names)
         .map(|(path, names)| FileContext {
             path: path.clone(),
-            memory_ids: packed
+            memory_ids: pack
                 .memory_ids
                 .iter()
                 .filter(|id| {
-                    packed
-                        .contents
-                        .get(*id)
-                        .is_some_and(|content| names.mention_weight(content) > 0.0)
+                    contents.get(*id).is_some_and(|content| names.mention_weight(content) > 0.0)
                 })
                 .cloned()
                 .collect(),
         })
         .collect();
-    Ok(CodingContext {
-        context: packed.context,
-        memories_used: packed.memory_ids.len(),
-        token_count: packed.token_count,
-        memory_ids: packed.memory_ids,
-        files: file_contexts,
-    })
+    Ok(CodingContext { pack, files: file_contexts })
 }
 
 async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Result<()> {
@@ -92,16 +78,10 @@ async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Re
     Ok(())
 }
 
-struct Packed {
-    context: String,
-    token_count: usize,
-    memory_ids: Vec<String>,
-    contents: HashMap<String, String>,
-}
-
 /// Lays memories out best first, skipping any that would overflow the budget. The final
 /// count is taken on the whole text, so the budget holds whatever the tokenizer merges.
-fn pack(ranked: Vec<Ranked>, budget: usize) -> Packed {
+/// Also returns the used memories' contents by id.
+fn pack(ranked: Vec<Ranked>, budget: usize) -> (ContextPack, HashMap<String, String>) {
     let mut entries: Vec<(String, String, String)> = Vec::new();
     let mut estimated = 0;
     for Ranked { memory, .. } in ranked {
@@ -126,7 +106,9 @@ fn pack(ranked: Vec<Ranked>, budget: usize) -> Packed {
                 memory_ids.push(id.clone());
                 contents.insert(id, content);
             }
-            return Packed { context, token_count, memory_ids, contents };
+            let pack =
+                ContextPack { context, memories_used: memory_ids.len(), token_count, memory_ids };
+            return (pack, contents);
         }
         entries.pop();
     }
@@ -192,7 +174,7 @@ mod tests {
         let short = sample_memory("Use pnpm.\nNot npm.", Scope::Repo, 0);
         let ranked =
             vec![Ranked { memory: long, score: 1.0 }, Ranked { memory: short.clone(), score: 0.5 }];
-        let packed = pack(ranked, 20);
+        let (packed, _) = pack(ranked, 20);
         assert_eq!(
             packed.memory_ids,
             vec![short.id],

@@ -50,10 +50,8 @@ pub struct CodingContextRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CodingContext {
-    pub context: String,
-    pub memories_used: usize,
-    pub token_count: usize,
-    pub memory_ids: Vec<String>,
+    #[serde(flatten)]
+    pub pack: ContextPack,
     /// One entry per requested file, in request order.
     pub files: Vec<FileContext>,
 }
