@@ -1,0 +1,233 @@
+//! The `cairn` daemon as a child process: finding its binary, starting it on a seeded data
+//! directory, reading its memory use, and stopping it.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context as _, bail};
+use hyper::StatusCode;
+
+use crate::http::Connection;
+
+/// The release `cairn` binary beside this executable (`<target>/release/cairn`). When it is
+/// missing, or `rebuild` is set, it is built with the same target directory this benchmark
+/// was built with. Returns the binary, and a warning when it is older than the sources.
+pub fn binary(rebuild: bool) -> anyhow::Result<(PathBuf, Option<String>)> {
+    let exe = std::env::current_exe().context("cannot find the benchmark's own executable")?;
+    let profile_dir = exe.parent().context("the executable has no directory")?;
+    let binary = profile_dir.join(format!("cairn{}", std::env::consts::EXE_SUFFIX));
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if rebuild || !binary.exists() {
+        let target_dir =
+            profile_dir.parent().context("the executable is not in a target directory")?;
+        let release = profile_dir.file_name().is_some_and(|name| name == "release");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        eprintln!(
+            "building the daemon: cargo build{} -p cairn-cli (CARGO_TARGET_DIR={})",
+            if release { " --release" } else { "" },
+            target_dir.display()
+        );
+        let mut build = Command::new(cargo);
+        build.arg("build").args(["-p", "cairn-cli"]).current_dir(&workspace);
+        build.env("CARGO_TARGET_DIR", target_dir);
+        if release {
+            build.arg("--release");
+        }
+        let status = build.status().context("cannot run cargo")?;
+        if !status.success() {
+            bail!("cargo build -p cairn-cli failed: {status}");
+        }
+        if !binary.exists() {
+            bail!("cargo built cairn-cli, yet {} does not exist", binary.display());
+        }
+    }
+    let built = std::fs::metadata(&binary)?.modified()?;
+    let stale =
+        newest_source(&workspace).filter(|(_, changed)| *changed > built).map(|(path, _)| {
+            format!(
+                "{} is older than {}: the daemon figures may be of old code; pass --rebuild-daemon",
+                binary.display(),
+                path.display()
+            )
+        });
+    Ok((binary, stale))
+}
+
+/// The most recently changed source of the workspace (`crates/*/src/**`, manifests, lock).
+fn newest_source(workspace: &Path) -> Option<(PathBuf, SystemTime)> {
+    fn visit(path: &Path, newest: &mut Option<(PathBuf, SystemTime)>) {
+        let Ok(metadata) = std::fs::metadata(path) else { return };
+        if metadata.is_dir() {
+            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                visit(&entry.path(), newest);
+            }
+        } else if let Ok(modified) = metadata.modified()
+            && newest.as_ref().is_none_or(|(_, time)| modified > *time)
+        {
+            *newest = Some((path.to_owned(), modified));
+        }
+    }
+    let mut newest = None;
+    visit(&workspace.join("Cargo.toml"), &mut newest);
+    visit(&workspace.join("Cargo.lock"), &mut newest);
+    for entry in std::fs::read_dir(workspace.join("crates")).ok()?.flatten() {
+        // The benchmark itself is not part of the daemon.
+        if entry.file_name() == "bench" {
+            continue;
+        }
+        visit(&entry.path().join("src"), &mut newest);
+        visit(&entry.path().join("Cargo.toml"), &mut newest);
+    }
+    newest
+}
+
+/// A running daemon.
+pub struct Daemon {
+    child: Child,
+    pub address: SocketAddr,
+    /// From spawn to the `cairn listening on …` line.
+    pub to_listening: Duration,
+    /// From spawn to the first `GET /api/health` answered 200.
+    pub to_healthy: Duration,
+    /// Kept open so the daemon never writes to a closed pipe.
+    _stdout: BufReader<ChildStdout>,
+    log: PathBuf,
+    stopped: bool,
+}
+
+impl Daemon {
+    /// Starts `cairn serve --port 0 --data-dir <data_dir>` and waits until it is healthy.
+    /// Its log goes to `log`.
+    pub async fn start(binary: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Daemon> {
+        let log_file = std::fs::File::create(log)?;
+        let started = Instant::now();
+        let mut child = Command::new(binary)
+            .args(["serve", "--port", "0", "--data-dir"])
+            .arg(data_dir)
+            .env_remove("SERVICE_PORT")
+            .env_remove("SERVICE_DATA_DIR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let reading = tokio::task::spawn_blocking(move || {
+            let mut stdout = BufReader::new(stdout);
+            let mut line = String::new();
+            let read = stdout.read_line(&mut line);
+            (stdout, line, read)
+        });
+        let (stdout, line, read) =
+            match tokio::time::timeout(Duration::from_secs(30), reading).await {
+                Ok(joined) => joined?,
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("the daemon printed nothing for 30 s; log:\n{}", tail(log));
+                }
+            };
+        let to_listening = started.elapsed();
+        read?;
+        let address = line
+            .trim()
+            .strip_prefix("cairn listening on http://")
+            .and_then(|address| address.parse::<SocketAddr>().ok());
+        let Some(address) = address else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("unexpected first line from the daemon: {line:?}; log:\n{}", tail(log));
+        };
+        let to_healthy = loop {
+            if let Ok(mut connection) = Connection::open(address).await
+                && let Ok((StatusCode::OK, _)) = connection.get("/api/health").await
+            {
+                break started.elapsed();
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("the daemon was not healthy within 30 s; log:\n{}", tail(log));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        Ok(Daemon {
+            child,
+            address,
+            to_listening,
+            to_healthy,
+            _stdout: stdout,
+            log: log.to_owned(),
+            stopped: false,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident and peak resident memory, in bytes, from `/proc/<pid>/status`.
+    pub fn memory(&self) -> anyhow::Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .context("cannot read /proc/<pid>/status (this measure needs Linux)")?;
+        let field = |name: &str| -> anyhow::Result<u64> {
+            let line = status
+                .lines()
+                .find(|line| line.starts_with(name))
+                .with_context(|| format!("no {name} in /proc/<pid>/status"))?;
+            let kib: u64 = line[name.len()..]
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .with_context(|| format!("cannot parse {line:?}"))?;
+            Ok(kib * 1024)
+        };
+        Ok((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    /// Sends SIGTERM and waits for the daemon to exit; kills it after 15 s.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let _ = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    eprintln!("note: the daemon exited with {status}; log:\n{}", tail(&self.log));
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                eprintln!("note: the daemon ignored SIGTERM for 15 s; killing it");
+                self.child.kill()?;
+                self.child.wait()?;
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    /// A daemon left running by an early error is killed, never orphaned.
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The last lines of a log file, for error messages.
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}

@@ -1,0 +1,199 @@
+//! A minimal HTTP/1.1 keep-alive client, a bare hyper server to compare the daemon with, and
+//! the throughput loop both are measured by.
+
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+
+/// One keep-alive HTTP/1.1 connection.
+pub struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl Connection {
+    pub async fn open(address: SocketAddr) -> anyhow::Result<Connection> {
+        let stream = TcpStream::connect(address).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .context("HTTP handshake failed")?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(Connection { sender, host: address.to_string() })
+    }
+
+    /// Sends one request and reads the whole response.
+    pub async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> anyhow::Result<(StatusCode, Bytes)> {
+        self.sender.ready().await?;
+        let mut request = Request::builder().method(method).uri(path).header(HOST, &self.host);
+        if body.is_some() {
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        let request = request.body(Full::new(body.unwrap_or_default()))?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+
+    pub async fn get(&mut self, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
+        self.send(Method::GET, path, None).await
+    }
+}
+
+/// A health answer the size of the daemon's.
+const BARE_BODY: &[u8] =
+    br#"{"status":"healthy","memoryCount":100000,"uptime":12.345,"version":"0.1.0"}"#;
+
+/// A bare hyper 1.x server answering every request with a fixed JSON body. It runs on its
+/// own runtime and threads, as the daemon runs in its own process, so both compete with the
+/// client for the same cores.
+pub struct BareServer {
+    pub address: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BareServer {
+    pub fn start() -> anyhow::Result<BareServer> {
+        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .context("cannot bind the bare server")?;
+        listener.set_nonblocking(true)?;
+        let address = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new().name("bare-hyper".into()).spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = TcpListener::from_std(listener) else { return };
+                loop {
+                    let stream = tokio::select! {
+                        accepted = listener.accept() => match accepted {
+                            Ok((stream, _)) => stream,
+                            Err(_) => continue,
+                        },
+                        _ = &mut stopped => break,
+                    };
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(async move {
+                        let service = service_fn(|_request| async {
+                            let mut response =
+                                Response::new(Full::new(Bytes::from_static(BARE_BODY)));
+                            response.headers_mut().insert(
+                                CONTENT_TYPE,
+                                "application/json".parse().expect("valid header"),
+                            );
+                            Ok::<_, Infallible>(response)
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            });
+            runtime.shutdown_background();
+        })?;
+        Ok(BareServer { address, stop: Some(stop), thread: Some(thread) })
+    }
+}
+
+impl Drop for BareServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Requests per second of `GET path` over `connections` keep-alive connections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Throughput {
+    pub requests: u64,
+    pub failures: u64,
+    pub seconds: f64,
+    pub per_second: f64,
+}
+
+impl Throughput {
+    /// Adds another round's requests and time.
+    pub fn add(&mut self, round: Throughput) {
+        self.requests += round.requests;
+        self.failures += round.failures;
+        self.seconds += round.seconds;
+        self.per_second = self.requests as f64 / self.seconds;
+    }
+}
+
+pub async fn throughput(
+    address: SocketAddr,
+    path: &'static str,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<Throughput> {
+    let mut opened = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        let mut connection = Connection::open(address).await?;
+        // One request first, so connection set-up is not measured.
+        connection.get(path).await?;
+        opened.push(connection);
+    }
+    let running = Arc::new(AtomicBool::new(true));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let started = Instant::now();
+    let tasks: Vec<_> = opened
+        .into_iter()
+        .map(|mut connection| {
+            let (running, ok, failed) = (running.clone(), ok.clone(), failed.clone());
+            tokio::spawn(async move {
+                while running.load(Ordering::Relaxed) {
+                    match connection.get(path).await {
+                        Ok((status, _)) if status == StatusCode::OK => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(duration).await;
+    running.store(false, Ordering::Relaxed);
+    for task in tasks {
+        task.await?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let requests = ok.load(Ordering::Relaxed);
+    Ok(Throughput {
+        requests,
+        failures: failed.load(Ordering::Relaxed),
+        seconds: elapsed,
+        per_second: requests as f64 / elapsed,
+    })
+}
