@@ -9,7 +9,8 @@ use cairn_types::{
 };
 
 use crate::rank::{self, Preferences, Ranked};
-use crate::{Engine, Result, text, tokens, validate};
+use crate::tokens::{self, EntryTokens};
+use crate::{Engine, Result, text, validate};
 
 pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Result<ContextPack> {
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
@@ -21,7 +22,7 @@ pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Re
         .await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let (pack, _) = pack(ranked, budget as usize);
+    let (pack, _) = pack(ranked, budget as usize, &engine.entry_tokens);
     record_recall(engine, &pack.memory_ids, &task).await?;
     Ok(pack)
 }
@@ -50,7 +51,7 @@ pub(crate) async fn coding_context(
     };
     let preferences = Preferences { repo: repo.as_deref(), boost: Some(&boost) };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let (pack, contents) = pack(ranked, budget as usize);
+    let (pack, contents) = pack(ranked, budget as usize, &engine.entry_tokens);
     record_recall(engine, &pack.memory_ids, &task).await?;
 
     let file_contexts = files
@@ -78,40 +79,39 @@ async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Re
     Ok(())
 }
 
-/// Lays memories out best first, skipping any that would overflow the budget. The final
-/// count is taken on the whole text, so the budget holds whatever the tokenizer merges.
-/// Also returns the used memories' contents by id.
-fn pack(ranked: Vec<Ranked>, budget: usize) -> (ContextPack, HashMap<String, String>) {
-    let mut entries: Vec<(String, String, String)> = Vec::new();
-    let mut estimated = 0;
+/// Lays memories out best first, skipping any that would overflow the budget. Also returns
+/// the used memories' contents by id.
+///
+/// The count of the whole context is the sum of its entries' counts: o200k's pre-tokenizer
+/// never joins a piece across an entry's closing newline and the next entry's `-`, so
+/// byte-pair merges cannot cross entries (a test checks this on awkward text). Entries'
+/// counts are cached by memory and version, so a pack costs no tokenizing once warm.
+fn pack(ranked: Vec<Ranked>, budget: usize, cache: &EntryTokens) -> (ContextPack, HashMap<String, String>) {
+    let mut context = String::new();
+    let mut token_count = 0;
+    let mut memory_ids = Vec::new();
+    let mut contents = HashMap::new();
     for Ranked { memory, .. } in ranked {
-        let entry = format_entry(&memory);
-        let cost = tokens::count_tokens(&entry);
-        if estimated + cost > budget {
+        let remaining = budget - token_count;
+        if cache.get(&memory).is_some_and(|cost| cost > remaining) {
             continue;
         }
-        estimated += cost;
-        entries.push((memory.id, memory.content, entry));
-        if estimated == budget {
+        let entry = format_entry(&memory);
+        let cost = cache.get(&memory).unwrap_or_else(|| cache.insert(&memory, tokens::count_tokens(&entry)));
+        if cost > remaining {
+            continue;
+        }
+        token_count += cost;
+        context.push_str(&entry);
+        memory_ids.push(memory.id.clone());
+        contents.insert(memory.id, memory.content);
+        if token_count == budget {
             break;
         }
     }
-    loop {
-        let context: String = entries.iter().map(|(_, _, entry)| entry.as_str()).collect();
-        let token_count = tokens::count_tokens(&context);
-        if token_count <= budget {
-            let mut memory_ids = Vec::with_capacity(entries.len());
-            let mut contents = HashMap::with_capacity(entries.len());
-            for (id, content, _) in entries {
-                memory_ids.push(id.clone());
-                contents.insert(id, content);
-            }
-            let pack =
-                ContextPack { context, memories_used: memory_ids.len(), token_count, memory_ids };
-            return (pack, contents);
-        }
-        entries.pop();
-    }
+    debug_assert_eq!(token_count, tokens::count_tokens(&context));
+    let pack = ContextPack { context, memories_used: memory_ids.len(), token_count, memory_ids };
+    (pack, contents)
 }
 
 /// One memory as a list item: `- [scope] text`, later lines indented under it.
@@ -174,7 +174,7 @@ mod tests {
         let short = sample_memory("Use pnpm.\nNot npm.", Scope::Repo, 0);
         let ranked =
             vec![Ranked { memory: long, score: 1.0 }, Ranked { memory: short.clone(), score: 0.5 }];
-        let (packed, _) = pack(ranked, 20);
+        let (packed, _) = pack(ranked, 20, &EntryTokens::default());
         assert_eq!(
             packed.memory_ids,
             vec![short.id],
@@ -183,6 +183,36 @@ mod tests {
         assert_eq!(packed.context, "- [repo] Use pnpm.\n  Not npm.\n");
         assert_eq!(packed.token_count, tokens::count_tokens(&packed.context));
         assert!(packed.token_count <= 20);
+    }
+
+    #[test]
+    fn a_context_counts_as_the_sum_of_its_entries() {
+        let awkward = [
+            "Ends with punctuation!",
+            "Trailing spaces   \n\n  and blank lines\r\n",
+            "Emoji 🦀🚀 and CJK 漢字かな, numbers 1234567",
+            "```rust\nfn main() { println!(\"hi\"); }\n```",
+            "- a nested list\n- [x] done\n",
+            "'quoted' words don't split's",
+            "   leading space, tab\tinside",
+            "/// slashes // and paths src/lib.rs/",
+            "ÀÉÎÕÜ ß ﬁ ligature, ٣٤٥ digits",
+        ];
+        let entries: Vec<String> = awkward
+            .iter()
+            .enumerate()
+            .map(|(i, text)| format_entry(&sample_memory(text, Scope::ALL[i % 4], 0)))
+            .collect();
+        for first in &entries {
+            for second in &entries {
+                let joined = format!("{first}{second}");
+                assert_eq!(
+                    tokens::count_tokens(&joined),
+                    tokens::count_tokens(first) + tokens::count_tokens(second),
+                    "{joined:?}"
+                );
+            }
+        }
     }
 
     #[test]

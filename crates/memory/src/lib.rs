@@ -53,6 +53,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Clone)]
 pub struct Engine {
     store: Arc<dyn MemoryStore>,
+    entry_tokens: Arc<tokens::EntryTokens>,
 }
 
 impl Engine {
@@ -60,7 +61,7 @@ impl Engine {
     /// context pack does not pay for it.
     pub fn new(store: Arc<dyn MemoryStore>) -> Engine {
         tokens::warm_up();
-        Engine { store }
+        Engine { store, entry_tokens: Arc::default() }
     }
 
     pub fn store(&self) -> &Arc<dyn MemoryStore> {

@@ -1,10 +1,40 @@
 //! Token counting with the o200k BPE tokenizer, the one current OpenAI models use.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cairn_types::{Memory, Scope, Timestamp};
+
 /// Starts loading the tokenizer's tables on a background thread; later calls are free.
 pub(crate) fn warm_up() {
     std::thread::spawn(|| {
         tiktoken_rs::o200k_base_singleton();
     });
+}
+
+/// Token counts of context-pack entries, by memory and version.
+#[derive(Default)]
+pub(crate) struct EntryTokens {
+    counts: Mutex<HashMap<String, (Timestamp, Scope, usize)>>,
+}
+
+const MAX_CACHED_ENTRIES: usize = 500_000;
+
+impl EntryTokens {
+    pub(crate) fn get(&self, memory: &Memory) -> Option<usize> {
+        let counts = self.counts.lock().expect("token cache lock");
+        let &(version, scope, count) = counts.get(&memory.id)?;
+        (version == memory.updated_at && scope == memory.scope).then_some(count)
+    }
+
+    pub(crate) fn insert(&self, memory: &Memory, count: usize) -> usize {
+        let mut counts = self.counts.lock().expect("token cache lock");
+        if counts.len() >= MAX_CACHED_ENTRIES {
+            counts.clear();
+        }
+        counts.insert(memory.id.clone(), (memory.updated_at, memory.scope, count));
+        count
+    }
 }
 
 /// The number of o200k tokens in `text`.

@@ -6,6 +6,7 @@
 
 mod migrations;
 mod rows;
+mod search;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use crate::rows::{
 /// How long a connection waits for another process's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const READER_CONNECTIONS: u32 = 8;
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A [`MemoryStore`] in one SQLite file.
 #[derive(Clone)]
@@ -37,6 +39,9 @@ pub struct SqliteStore {
     /// Memories not archived. Counted once at open, then kept by the writer after each
     /// commit, so health checks never scan the table. Only this process writes the file.
     live_memories: Arc<AtomicU64>,
+    word_frequencies: Arc<search::WordFrequencies>,
+    /// The checkpoint thread runs while a clone of the store exists.
+    _alive: Arc<()>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -57,6 +62,8 @@ impl SqliteStore {
         let live_memories = {
             let mut connection = writer.get().map_err(StoreError::backend)?;
             migrations::apply(&mut connection).map_err(StoreError::backend)?;
+            // Checkpoints run on a background thread (below), not inside a request's commit.
+            connection.pragma_update(None, "wal_autocheckpoint", 0).map_err(sql)?;
             let count: i64 = connection
                 .query_row("SELECT count(*) FROM memories WHERE archived_at IS NULL", [], |row| {
                     row.get(0)
@@ -69,7 +76,15 @@ impl SqliteStore {
             .min_idle(Some(1))
             .build(manager())
             .map_err(StoreError::backend)?;
-        Ok(SqliteStore { readers, writer, live_memories })
+        let alive = Arc::new(());
+        spawn_checkpointer(path, Arc::downgrade(&alive))?;
+        Ok(SqliteStore {
+            readers,
+            writer,
+            live_memories,
+            word_frequencies: Arc::default(),
+            _alive: alive,
+        })
     }
 
     async fn read<T, F>(&self, query: F) -> Result<T>
@@ -143,6 +158,26 @@ fn configure_connection(connection: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Moves the write-ahead log into the database every second from a thread of its own, so no
+/// request pays for a checkpoint. PASSIVE never waits for readers or the writer. The thread
+/// ends when the store is dropped.
+fn spawn_checkpointer(path: &Path, alive: std::sync::Weak<()>) -> Result<()> {
+    let mut connection = Connection::open(path).map_err(sql)?;
+    configure_connection(&mut connection).map_err(sql)?;
+    std::thread::Builder::new()
+        .name("sqlite-checkpoint".to_owned())
+        .spawn(move || {
+            while alive.upgrade().is_some() {
+                std::thread::sleep(CHECKPOINT_INTERVAL);
+                if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::warn!(%error, "checkpoint failed");
+                }
+            }
+        })
+        .map_err(StoreError::backend)?;
+    Ok(())
+}
+
 async fn run_blocking<T, F>(work: F) -> Result<T>
 where
     T: Send + 'static,
@@ -151,22 +186,15 @@ where
     tokio::task::spawn_blocking(work).await.map_err(StoreError::backend)?
 }
 
-fn sql(error: rusqlite::Error) -> StoreError {
+pub(crate) fn sql(error: rusqlite::Error) -> StoreError {
     StoreError::backend(error)
 }
 
-/// Builds an FTS5 query matching any of `terms`, each quoted so it is data, never syntax.
-fn match_any(terms: &[String]) -> String {
-    let quoted: Vec<String> =
-        terms.iter().map(|term| format!("\"{}\"", term.replace('"', "\"\""))).collect();
-    quoted.join(" OR ")
-}
-
 /// The WHERE clause shared by lists and searches, with its parameters ?1..?4.
-const FILTER_SQL: &str = "(?1 IS NULL OR m.scope = ?1) AND (?2 IS NULL OR m.status = ?2) \
+pub(crate) const FILTER_SQL: &str = "(?1 IS NULL OR m.scope = ?1) AND (?2 IS NULL OR m.status = ?2) \
      AND (?3 IS NULL OR m.repo = ?3) AND (?4 OR m.archived_at IS NULL)";
 
-fn filter_params(
+pub(crate) fn filter_params(
     filter: &MemoryFilter,
 ) -> (Option<&'static str>, Option<&'static str>, Option<String>, bool) {
     (
@@ -327,25 +355,11 @@ impl MemoryStore for SqliteStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let expression = match_any(terms);
-        let (scope, status, repo, _) = filter_params(filter);
-        self.read(move |connection| {
-            // bm25() is lower for better matches; content weighs twice as much as tags.
-            let query = format!(
-                "SELECT {MEMORY_COLUMNS}, bm25(memories_fts, 2.0, 1.0) AS score \
-                 FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid \
-                 WHERE memories_fts MATCH ?5 AND {FILTER_SQL} ORDER BY score LIMIT ?6"
-            );
-            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
-            let rows = statement
-                .query_map(params![scope, status, repo, false, expression, limit], |row| {
-                    let score: f64 = row.get("score")?;
-                    Ok(memory_from_row(row).map(|memory| TextMatch { memory, relevance: -score }))
-                })
-                .map_err(sql)?;
-            rows.map(|row| row.map_err(sql)?).collect()
-        })
-        .await
+        let (terms, filter) = (terms.to_vec(), filter.clone());
+        let frequencies = self.word_frequencies.clone();
+        let corpus = self.live_memories.load(Ordering::Relaxed);
+        self.read(move |connection| search::search(connection, &frequencies, corpus, &terms, &filter, limit))
+            .await
     }
 
     async fn count_memories(&self) -> Result<u64> {
@@ -507,10 +521,5 @@ mod tests {
         let reopened = SqliteStore::open(&path).unwrap();
         assert_eq!(reopened.get_memory(&memory.id).await.unwrap(), Some(memory));
         assert_eq!(reopened.count_memories().await.unwrap(), 1, "the count is rebuilt at open");
-    }
-
-    #[test]
-    fn match_expressions_quote_every_term() {
-        assert_eq!(match_any(&["a\"b".to_owned(), "OR".to_owned()]), "\"a\"\"b\" OR \"OR\"");
     }
 }
