@@ -65,7 +65,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = SqliteStore::open(&database)
         .with_context(|| format!("cannot open the database {}", database.display()))?;
     let engine = Engine::new(Arc::new(store));
-    let services = Services { memory: MemoryApi::new(engine, ApiConfig::default()) };
+    let services = Services { memory: MemoryApi::new(engine.clone(), ApiConfig::default()) };
 
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
     let listener =
@@ -74,6 +74,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(database = %database.display(), "storage ready");
     println!("cairn listening on http://{local}");
     cairn_server::serve(listener, services, ServerConfig::default(), shutdown_signal()).await?;
+    engine.settled().await;
     Ok(())
 }
 

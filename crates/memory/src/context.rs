@@ -72,10 +72,21 @@ pub(crate) async fn coding_context(
     Ok(CodingContext { pack, files: file_contexts })
 }
 
+/// Marks the memories as recalled after the response: the write is bookkeeping, so the
+/// request does not wait for it, but reads that show recall wait (see `Engine::settled`).
 async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Result<()> {
-    if !memory_ids.is_empty() {
-        engine.store.record_recall(memory_ids, &text::task_key(task), Timestamp::now()).await?;
+    if memory_ids.is_empty() {
+        return Ok(());
     }
+    let in_flight = engine.recall_writes.clone().read_owned().await;
+    let store = engine.store.clone();
+    let (memory_ids, task_key, at) = (memory_ids.to_vec(), text::task_key(task), Timestamp::now());
+    tokio::spawn(async move {
+        if let Err(error) = store.record_recall(&memory_ids, &task_key, at).await {
+            tracing::error!(%error, "recording recall failed");
+        }
+        drop(in_flight);
+    });
     Ok(())
 }
 
@@ -86,7 +97,11 @@ async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Re
 /// never joins a piece across an entry's closing newline and the next entry's `-`, so
 /// byte-pair merges cannot cross entries (a test checks this on awkward text). Entries'
 /// counts are cached by memory and version, so a pack costs no tokenizing once warm.
-fn pack(ranked: Vec<Ranked>, budget: usize, cache: &EntryTokens) -> (ContextPack, HashMap<String, String>) {
+fn pack(
+    ranked: Vec<Ranked>,
+    budget: usize,
+    cache: &EntryTokens,
+) -> (ContextPack, HashMap<String, String>) {
     let mut context = String::new();
     let mut token_count = 0;
     let mut memory_ids = Vec::new();
@@ -97,7 +112,9 @@ fn pack(ranked: Vec<Ranked>, budget: usize, cache: &EntryTokens) -> (ContextPack
             continue;
         }
         let entry = format_entry(&memory);
-        let cost = cache.get(&memory).unwrap_or_else(|| cache.insert(&memory, tokens::count_tokens(&entry)));
+        let cost = cache
+            .get(&memory)
+            .unwrap_or_else(|| cache.insert(&memory, tokens::count_tokens(&entry)));
         if cost > remaining {
             continue;
         }
@@ -115,7 +132,7 @@ fn pack(ranked: Vec<Ranked>, budget: usize, cache: &EntryTokens) -> (ContextPack
 }
 
 /// One memory as a list item: `- [scope] text`, later lines indented under it.
-fn format_entry(memory: &Memory) -> String {
+pub(crate) fn format_entry(memory: &Memory) -> String {
     let mut entry = format!("- [{}] ", memory.scope);
     for (index, line) in memory.content.trim().lines().enumerate() {
         if index > 0 {

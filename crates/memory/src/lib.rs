@@ -54,6 +54,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Engine {
     store: Arc<dyn MemoryStore>,
     entry_tokens: Arc<tokens::EntryTokens>,
+    /// Held shared by each recall write in flight; taken exclusively to wait for them all.
+    recall_writes: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Engine {
@@ -61,7 +63,7 @@ impl Engine {
     /// context pack does not pay for it.
     pub fn new(store: Arc<dyn MemoryStore>) -> Engine {
         tokens::warm_up();
-        Engine { store, entry_tokens: Arc::default() }
+        Engine { store, entry_tokens: Arc::default(), recall_writes: Arc::default() }
     }
 
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
@@ -98,10 +100,21 @@ impl Engine {
             })
             .collect::<Result<Vec<_>>>()?;
         self.store.insert_memories(&memories).await?;
+        // Count each new memory's context entry now, while it is at hand, so the context
+        // packs that use it do not tokenize on their hot path.
+        for memory in &memories {
+            self.entry_tokens.insert(memory, count_tokens(&context::format_entry(memory)));
+        }
         Ok(memories)
     }
 
+    /// Waits until every recall write started so far has landed.
+    pub async fn settled(&self) {
+        drop(self.recall_writes.write().await);
+    }
+
     pub async fn get_memory(&self, id: &str) -> Result<Memory> {
+        self.settled().await;
         self.store.get_memory(id).await?.ok_or_else(|| Error::MemoryNotFound(id.to_owned()))
     }
 
@@ -114,6 +127,7 @@ impl Engine {
             repo: query.repo,
             include_archived: query.include_archived.unwrap_or(false),
         };
+        self.settled().await;
         let page = self.store.list_memories(&filter, limit, offset).await?;
         Ok(MemoryList { memories: page.memories, total: page.total, limit, offset })
     }
@@ -216,6 +230,7 @@ impl Engine {
         let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
         let files = validate::string_list("files", request.files)?;
         let commands = validate::string_list("commands", request.commands)?;
+        self.settled().await;
         let memories_used = self.store.recalled_for_task(&text::task_key(&task)).await?;
         let evidence = PatchEvidence {
             evidence_id: new_id(IdPrefix::Evidence),

@@ -169,7 +169,9 @@ fn spawn_checkpointer(path: &Path, alive: std::sync::Weak<()>) -> Result<()> {
         .spawn(move || {
             while alive.upgrade().is_some() {
                 std::thread::sleep(CHECKPOINT_INTERVAL);
-                if let Err(error) = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                if let Err(error) =
+                    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                {
                     tracing::warn!(%error, "checkpoint failed");
                 }
             }
@@ -358,8 +360,10 @@ impl MemoryStore for SqliteStore {
         let (terms, filter) = (terms.to_vec(), filter.clone());
         let frequencies = self.word_frequencies.clone();
         let corpus = self.live_memories.load(Ordering::Relaxed);
-        self.read(move |connection| search::search(connection, &frequencies, corpus, &terms, &filter, limit))
-            .await
+        self.read(move |connection| {
+            search::search(connection, &frequencies, corpus, &terms, &filter, limit)
+        })
+        .await
     }
 
     async fn count_memories(&self) -> Result<u64> {

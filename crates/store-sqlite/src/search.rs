@@ -4,28 +4,31 @@
 //! of all a task's words costs tens of milliseconds at 100,000 memories when one of them is
 //! common ("build", "test"). The planner measures how many memories contain each word
 //! (cached per word, re-measured as the corpus grows), then asks FTS5 for the rows that
-//! contain a selective word, or all of the common ones: BM25 weighs selective words an order
-//! of magnitude more than common ones, so the best hits are nearly always among those rows.
-//! A window over the newest matches bounds the rows scored when every word is common.
+//! contain a selective word, or, when every word is common, all of them: BM25 weighs
+//! selective words an order of magnitude more than common ones, so the best hits are nearly
+//! always among those rows. A window over the newest matches bounds the rows scored, and
+//! when the plan finds very few rows, the rows holding any word are added.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cairn_store::{MemoryFilter, Result, TextMatch};
-use rusqlite::{params, Connection};
+use rusqlite::{Connection, params};
 
-use crate::rows::{memory_from_row, MEMORY_COLUMNS};
-use crate::{filter_params, sql, FILTER_SQL};
+use crate::rows::{MEMORY_COLUMNS, memory_from_row};
+use crate::{FILTER_SQL, filter_params, sql};
 
 /// How many matching rows the selective words may bring in together.
-const SELECTIVE_ROWS: u64 = 1_500;
+const SELECTIVE_ROWS: u64 = 1_000;
 /// The most rows one query scores: the newest matches when the words are all common.
-const SCORED_ROWS: u32 = 2_000;
+const SCORED_ROWS: u32 = 600;
 /// Fewer hits than this from the plan widen the search to any word.
-const FEW_HITS: usize = 10;
+const FEW_HITS: usize = 5;
 /// Cached word frequencies are measured again once the corpus has grown by a quarter.
 const REMEASURE_GROWTH: f64 = 1.25;
 const MAX_CACHED_WORDS: usize = 100_000;
+/// Only words in at least this many memories are worth caching.
+const CACHED_FROM_DOCUMENTS: u64 = 100;
 
 /// How many memories contain each word, measured lazily.
 #[derive(Debug, Default)]
@@ -42,16 +45,21 @@ struct Measured {
 impl WordFrequencies {
     fn documents(&self, connection: &Connection, word: &str, corpus: u64) -> Result<u64> {
         let cached = self.cache.lock().expect("cache lock").get(word).copied();
-        if let Some(measured) = cached {
-            if (corpus as f64) <= (measured.corpus.max(1) as f64) * REMEASURE_GROWTH {
-                return Ok(measured.documents);
-            }
+        let fresh =
+            |measured: &Measured| corpus as f64 <= measured.corpus.max(1) as f64 * REMEASURE_GROWTH;
+        if let Some(measured) = cached.filter(fresh) {
+            return Ok(measured.documents);
         }
         let documents: i64 = connection
             .prepare_cached("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?1")
             .map_err(sql)?
             .query_row([quote(word)], |row| row.get(0))
             .map_err(sql)?;
+        if (documents as u64) < CACHED_FROM_DOCUMENTS {
+            // Rare words are cheap to count, and their counts change fastest in relative
+            // terms: a word nobody has written yet must be found once somebody does.
+            return Ok(documents as u64);
+        }
         let mut cache = self.cache.lock().expect("cache lock");
         if cache.len() >= MAX_CACHED_WORDS {
             cache.clear();
@@ -81,7 +89,7 @@ pub(crate) fn search(
         return Ok(Vec::new());
     }
     measured.sort_by_key(|&(_, documents)| documents);
-    let plan = plan(&measured, corpus);
+    let plan = plan(&measured);
     let mut hits = run(connection, &plan, filter, limit)?;
     let any = any_of(words);
     if hits.len() < (limit as usize).min(FEW_HITS) && plan != any {
@@ -99,8 +107,12 @@ pub(crate) fn search(
     Ok(hits)
 }
 
-/// The FTS5 expression: the selective words, OR all the common words together.
-fn plan(measured: &[(&str, u64)], corpus: u64) -> String {
+/// The FTS5 expression: the selective words (rarest first, as long as they match at most
+/// [`SELECTIVE_ROWS`] rows together); when every word is common, all of them together.
+///
+/// Common words are left out when selective ones exist: BM25 weighs them an order of
+/// magnitude less, and walking their long posting lists is what makes a query slow.
+fn plan(measured: &[(&str, u64)]) -> String {
     let mut selective = Vec::new();
     let mut rows = 0;
     for &(word, documents) in measured {
@@ -110,19 +122,11 @@ fn plan(measured: &[(&str, u64)], corpus: u64) -> String {
         selective.push(quote(word));
         rows += documents;
     }
-    let common: Vec<String> = measured[selective.len()..].iter().map(|(word, _)| quote(word)).collect();
-    // Rows holding every common word, if the words were independent.
-    let together = common
-        .iter()
-        .zip(&measured[selective.len()..])
-        .fold(corpus as f64, |rows, (_, &(_, documents))| rows * documents as f64 / corpus.max(1) as f64);
-    let mut alternatives = selective;
-    if common.len() >= 2 && (alternatives.is_empty() || together <= SELECTIVE_ROWS as f64) {
-        alternatives.push(format!("({})", common.join(" AND ")));
-    } else if alternatives.is_empty() {
-        alternatives = common;
+    if !selective.is_empty() {
+        return selective.join(" OR ");
     }
-    alternatives.join(" OR ")
+    let common: Vec<String> = measured.iter().map(|(word, _)| quote(word)).collect();
+    common.join(" AND ")
 }
 
 fn any_of(words: &[String]) -> String {
@@ -136,10 +140,16 @@ pub(crate) fn quote(word: &str) -> String {
 
 /// Scores at most [`SCORED_ROWS`] matches (the newest), keeps the best, then reads and
 /// filters only those rows. With filters, every scored row is a candidate.
-fn run(connection: &Connection, expression: &str, filter: &MemoryFilter, limit: u32) -> Result<Vec<TextMatch>> {
+fn run(
+    connection: &Connection,
+    expression: &str,
+    filter: &MemoryFilter,
+    limit: u32,
+) -> Result<Vec<TextMatch>> {
     let unfiltered = filter.scope.is_none() && filter.status.is_none() && filter.repo.is_none();
     // Archived memories are rare; a margin keeps the page full after they are dropped.
-    let preselect = if unfiltered { limit.saturating_mul(2).saturating_add(20) } else { SCORED_ROWS };
+    let preselect =
+        if unfiltered { limit.saturating_add(limit / 2).saturating_add(10) } else { SCORED_ROWS };
     let (scope, status, repo, _) = filter_params(filter);
     // bm25() is lower for better matches; content weighs twice as much as tags.
     let query = format!(
@@ -153,10 +163,13 @@ fn run(connection: &Connection, expression: &str, filter: &MemoryFilter, limit: 
     );
     let mut statement = connection.prepare_cached(&query).map_err(sql)?;
     let rows = statement
-        .query_map(params![scope, status, repo, false, expression, limit, SCORED_ROWS, preselect], |row| {
-            let score: f64 = row.get("score")?;
-            Ok(memory_from_row(row).map(|memory| TextMatch { memory, relevance: -score }))
-        })
+        .query_map(
+            params![scope, status, repo, false, expression, limit, SCORED_ROWS, preselect],
+            |row| {
+                let score: f64 = row.get("score")?;
+                Ok(memory_from_row(row).map(|memory| TextMatch { memory, relevance: -score }))
+            },
+        )
         .map_err(sql)?;
     rows.map(|row| row.map_err(sql)?).collect()
 }
@@ -166,23 +179,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plans_keep_selective_words_and_join_common_ones() {
-        let corpus = 100_000;
-        assert_eq!(plan(&[("parser", 40), ("flaky", 300)], corpus), r#""parser" OR "flaky""#);
+    fn plans_keep_selective_words_or_require_every_common_one() {
+        assert_eq!(plan(&[("parser", 40), ("flaky", 300)]), r#""parser" OR "flaky""#);
         assert_eq!(
-            plan(&[("parser", 40), ("build", 4_000), ("test", 5_000)], corpus),
-            r#""parser" OR ("build" AND "test")"#,
-            "two common words together are rarer than either"
+            plan(&[("parser", 40), ("flaky", 300), ("build", 40_000)]),
+            r#""parser" OR "flaky""#,
+            "common words are left out when selective ones exist"
         );
-        assert_eq!(
-            plan(&[("parser", 40), ("build", 40_000), ("test", 50_000)], corpus),
-            r#""parser""#,
-            "very common words would crowd the selective ones out"
-        );
-        assert_eq!(plan(&[("parser", 40), ("build", 40_000)], corpus), r#""parser""#);
-        assert_eq!(plan(&[("build", 40_000), ("test", 50_000)], corpus), r#"("build" AND "test")"#);
-        assert_eq!(plan(&[("build", 40_000)], corpus), r#""build""#);
-        assert_eq!(plan(&[("a", 3), ("b", 4)], 10), r#""a" OR "b""#, "small corpora search every word");
+        assert_eq!(plan(&[("build", 40_000), ("test", 50_000)]), r#""build" AND "test""#);
+        assert_eq!(plan(&[("build", 40_000)]), r#""build""#);
     }
 
     #[test]

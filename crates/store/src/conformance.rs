@@ -220,6 +220,15 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
         store.search_memories(&["tea".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
     assert_eq!(tea.len(), 1);
     assert!(store.search_memories(&[], &MemoryFilter::default(), 10).await.unwrap().is_empty());
+
+    let unseen = vec!["zeppelin".to_owned()];
+    assert!(store.search_memories(&unseen, &MemoryFilter::default(), 10).await.unwrap().is_empty());
+    store
+        .insert_memories(&[sample_memory("A zeppelin overhead.", Scope::User, 4_000)])
+        .await
+        .unwrap();
+    let seen = store.search_memories(&unseen, &MemoryFilter::default(), 10).await.unwrap();
+    assert_eq!(seen.len(), 1, "a word searched before anyone wrote it is found once written");
 }
 
 async fn counts_leave_out_archived(store: Arc<dyn MemoryStore>) {
