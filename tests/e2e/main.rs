@@ -1,6 +1,8 @@
 //! End-to-end tests: each starts the real `cairn` binary on a free port with a temporary
 //! data directory and talks to it over HTTP, as a user's agent would.
 
+mod auth;
+mod governance;
 mod guards;
 mod memories;
 mod retrieval;

@@ -29,6 +29,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: hyper::HeaderMap,
     pub body: Value,
+    /// The body as text.
+    pub text: String,
 }
 
 /// What a request sends.
@@ -41,23 +43,32 @@ pub enum Body<'a> {
 impl Daemon {
     /// Starts a daemon with a data directory of its own.
     pub fn start() -> Daemon {
+        Daemon::start_with(&[], &[])
+    }
+
+    /// Starts a daemon with a data directory of its own and extra `cairn serve` arguments
+    /// and environment variables.
+    pub fn start_with(args: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let temp = tempfile::tempdir().expect("temp dir");
-        let mut daemon = Daemon::start_in(temp.path());
+        let mut daemon = Daemon::start_in_with(temp.path(), args, envs);
         daemon._temp = Some(temp);
         daemon
     }
 
     /// Starts a daemon on an existing data directory (for restarts).
     pub fn start_in(data_dir: &Path) -> Daemon {
+        Daemon::start_in_with(data_dir, &[], &[])
+    }
+
+    pub fn start_in_with(data_dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(data_dir.join("daemon.log"))
             .expect("log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .args(["serve", "--port", "0", "--data-dir"])
-            .arg(data_dir)
-            .env("RUST_LOG", "info")
+        let mut child = cairn_command(data_dir, "serve", &["--port", "0"])
+            .args(args)
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -84,17 +95,30 @@ impl Daemon {
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Body<'_>) -> Reply {
+        self.request_with(method, path, body, &[]).await
+    }
+
+    /// A request with extra headers, such as credentials.
+    pub async fn request_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body<'_>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let bytes = match body {
             Body::None => Bytes::new(),
             Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
             Body::Raw(raw) => Bytes::copy_from_slice(raw),
         };
-        let request = hyper::Request::builder()
+        let mut request = hyper::Request::builder()
             .method(method.clone())
             .uri(format!("{}{path}", self.base_url))
-            .header("content-type", "application/json")
-            .body(Full::new(bytes))
-            .unwrap();
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(bytes)).unwrap();
         let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
             .await
             .unwrap_or_else(|_| panic!("{method} {path} timed out"))
@@ -103,7 +127,8 @@ impl Daemon {
         let headers = response.headers().clone();
         let raw = response.into_body().collect().await.unwrap().to_bytes();
         let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        Reply { status, headers, body }
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        Reply { status, headers, body, text }
     }
 
     pub async fn get(&self, path: &str) -> Reply {
@@ -146,6 +171,34 @@ impl Daemon {
             Command::new("kill").arg(signal).arg(self.child.id().to_string()).status().unwrap();
         assert!(status.success());
     }
+}
+
+/// `cairn <subcommand> --data-dir <dir> <args>`, with test-friendly defaults: rate limits
+/// off (tests that check them turn them on) and info logs.
+pub fn cairn_command(data_dir: &Path, subcommand: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command.arg(subcommand).args(args).arg("--data-dir").arg(data_dir).env("RUST_LOG", "info");
+    if subcommand == "serve" {
+        command.envs([
+            ("SERVICE_RATE_LIMIT_READ", "0"),
+            ("SERVICE_RATE_LIMIT_WRITE", "0"),
+            ("SERVICE_RATE_LIMIT_CONTEXT", "0"),
+        ]);
+    }
+    command
+}
+
+/// Runs a `cairn` command to completion and returns its output.
+pub fn run_cairn(
+    data_dir: &Path,
+    subcommand: &str,
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> std::process::Output {
+    cairn_command(data_dir, subcommand, args)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("cairn runs")
 }
 
 impl Drop for Daemon {

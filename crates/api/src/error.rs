@@ -1,7 +1,7 @@
 //! API errors and the one place where engine errors become HTTP statuses and codes.
 
 use cairn_types::{ErrorCode, ErrorEnvelope};
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
 
 use crate::http_util::{ResponseBody, json_response};
 
@@ -10,12 +10,12 @@ use crate::http_util::{ResponseBody, json_response};
 pub struct ApiError {
     code: ErrorCode,
     message: String,
-    allow: Option<&'static str>,
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { code, message: message.into(), allow: None }
+        ApiError { code, message: message.into(), headers: Vec::new() }
     }
 
     pub fn validation(message: impl Into<String>) -> ApiError {
@@ -33,7 +33,14 @@ impl ApiError {
     /// 405, with the `Allow` header listing the methods the path takes.
     pub fn method_not_allowed(method: &http::Method, path: &str, allow: &'static str) -> ApiError {
         let message = format!("{method} is not allowed on `{path}`; allowed: {allow}");
-        ApiError { allow: Some(allow), ..ApiError::new(ErrorCode::MethodNotAllowed, message) }
+        ApiError::new(ErrorCode::MethodNotAllowed, message)
+            .with_header(http::header::ALLOW, HeaderValue::from_static(allow))
+    }
+
+    /// Adds a header to the error response.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> ApiError {
+        self.headers.push((name, value));
+        self
     }
 
     pub fn code(&self) -> ErrorCode {
@@ -48,8 +55,8 @@ impl ApiError {
         let status =
             StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = json_response(status, &ErrorEnvelope::new(self.code, self.message));
-        if let Some(allow) = self.allow {
-            response.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
         }
         response
     }
@@ -64,6 +71,9 @@ impl From<cairn_memory::Error> for ApiError {
             }
             cairn_memory::Error::EvidenceNotFound(_) => {
                 ApiError::new(ErrorCode::EvidenceNotFound, error.to_string())
+            }
+            cairn_memory::Error::NotInReview { .. } => {
+                ApiError::new(ErrorCode::Conflict, error.to_string())
             }
             cairn_memory::Error::Store(source) => {
                 tracing::error!(error = %source, "storage failed");

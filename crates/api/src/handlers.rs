@@ -3,9 +3,10 @@
 
 use cairn_memory::Engine;
 use cairn_types::{
-    CodingContext, CodingContextRequest, ContextPack, ContextRequest, CreatedMemory, ErrorEnvelope,
-    GuardRequest, GuardResult, Health, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory,
-    Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest, SearchQuery, SearchResult,
+    AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
+    CreatedMemory, ErrorEnvelope, EvidenceFormat, EvidencePack, EvidencePackRequest, GuardRequest,
+    GuardResult, Health, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome,
+    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, SearchQuery, SearchResult,
 };
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -14,7 +15,7 @@ use crate::http_util::{
     ResponseBody, bytes_response, json_response, parse_json, parse_query, read_body,
 };
 use crate::routes::Operation;
-use crate::{ApiError, Inner};
+use crate::{ApiError, Inner, Principal};
 
 type Reply = Result<Response<ResponseBody>, ApiError>;
 
@@ -22,6 +23,7 @@ pub(crate) async fn dispatch<B>(
     inner: &Inner,
     operation: Operation,
     id: Option<&str>,
+    principal: &Principal,
     request: Request<B>,
 ) -> Reply
 where
@@ -30,6 +32,7 @@ where
 {
     let engine = &inner.engine;
     let id = id.unwrap_or_default();
+    let actor = principal.id.as_str();
     let (parts, body) = request.into_parts();
     let query = parts.uri.query();
     // Reads and parses the body; only operations that take one call it.
@@ -38,10 +41,12 @@ where
     };
     match operation {
         Operation::ListMemories => list_memories(engine, parse_query(query)?).await,
-        Operation::CreateMemory => create_memory(engine, json(input(body).await?)?).await,
+        Operation::CreateMemory => create_memory(engine, actor, json(input(body).await?)?).await,
         Operation::GetMemory => get_memory(engine, id).await,
-        Operation::UpdateMemory => update_memory(engine, id, json(input(body).await?)?).await,
-        Operation::ArchiveMemory => archive_memory(engine, id).await,
+        Operation::UpdateMemory => {
+            update_memory(engine, actor, id, json(input(body).await?)?).await
+        }
+        Operation::ArchiveMemory => archive_memory(engine, actor, id).await,
         Operation::Search => search(engine, parse_query(query)?).await,
         Operation::Context => context(engine, json(input(body).await?)?).await,
         Operation::CodingContext => coding_context(engine, json(input(body).await?)?).await,
@@ -49,6 +54,18 @@ where
         Operation::Outcome => outcome(engine, json(input(body).await?)?).await,
         Operation::PatchEvidence => patch_evidence(engine, json(input(body).await?)?).await,
         Operation::GetEvidence => get_evidence(engine, id).await,
+        Operation::EvidencePack => {
+            let markdown_accepted = parts
+                .headers
+                .get(http::header::ACCEPT)
+                .and_then(|accept| accept.to_str().ok())
+                .is_some_and(|accept| accept.contains("text/markdown"));
+            evidence_pack(engine, json(input(body).await?)?, markdown_accepted).await
+        }
+        Operation::ReviewQueue => review_queue(engine, parse_query(query)?).await,
+        Operation::Approve => approve(engine, actor, id).await,
+        Operation::Reject => reject(engine, actor, id).await,
+        Operation::AuditLog => audit_log(engine, parse_query(query)?).await,
         Operation::Health => health(inner).await,
         Operation::OpenApi => {
             Ok(bytes_response(StatusCode::OK, "application/json", crate::openapi_json()))
@@ -77,8 +94,8 @@ pub(crate) async fn list_memories(engine: &Engine, query: MemoryListQuery) -> Re
         (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
         (status = 422, description = "The body is not a valid memory", body = ErrorEnvelope),
     ))]
-pub(crate) async fn create_memory(engine: &Engine, input: NewMemory) -> Reply {
-    let memory = engine.create_memory(input).await?;
+pub(crate) async fn create_memory(engine: &Engine, actor: &str, input: NewMemory) -> Reply {
+    let memory = engine.create_memory(input, actor).await?;
     Ok(json_response(StatusCode::CREATED, &CreatedMemory::from(memory)))
 }
 
@@ -102,8 +119,13 @@ pub(crate) async fn get_memory(engine: &Engine, id: &str) -> Reply {
         (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
         (status = 422, description = "The change is not valid", body = ErrorEnvelope),
     ))]
-pub(crate) async fn update_memory(engine: &Engine, id: &str, patch: MemoryPatch) -> Reply {
-    Ok(json_response(StatusCode::OK, &engine.update_memory(id, patch).await?))
+pub(crate) async fn update_memory(
+    engine: &Engine,
+    actor: &str,
+    id: &str,
+    patch: MemoryPatch,
+) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.update_memory(id, patch, actor).await?))
 }
 
 /// Archives a memory: it leaves lists, retrieval and guards; PATCH `{"archived": false}` restores it.
@@ -113,8 +135,8 @@ pub(crate) async fn update_memory(engine: &Engine, id: &str, patch: MemoryPatch)
         (status = 200, description = "The archived memory", body = Memory),
         (status = 404, description = "No such memory (`MEMORY_NOT_FOUND`)", body = ErrorEnvelope),
     ))]
-pub(crate) async fn archive_memory(engine: &Engine, id: &str) -> Reply {
-    Ok(json_response(StatusCode::OK, &engine.archive_memory(id).await?))
+pub(crate) async fn archive_memory(engine: &Engine, actor: &str, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.archive_memory(id, actor).await?))
 }
 
 /// Ranked full-text search over memories that are not archived.
@@ -191,6 +213,88 @@ pub(crate) async fn patch_evidence(engine: &Engine, request: PatchEvidenceReques
     ))]
 pub(crate) async fn get_evidence(engine: &Engine, id: &str) -> Reply {
     Ok(json_response(StatusCode::OK, &engine.get_evidence(id).await?))
+}
+
+/// Gathers a task's patch evidence, the memories it used and its outcomes into one
+/// document, as JSON or (with `format: markdown` or `Accept: text/markdown`) Markdown.
+#[utoipa::path(post, path = "/api/evidence-pack", tag = "evidence", request_body = EvidencePackRequest,
+    responses(
+        (status = 200, description = "The evidence pack", content(
+            (EvidencePack = "application/json"),
+            (String = "text/markdown"),
+        )),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn evidence_pack(
+    engine: &Engine,
+    request: EvidencePackRequest,
+    markdown_accepted: bool,
+) -> Reply {
+    let pack = engine.evidence_pack(request.task).await?;
+    let markdown = match request.format {
+        Some(format) => format == EvidenceFormat::Markdown,
+        None => markdown_accepted,
+    };
+    if markdown {
+        let body = bytes::Bytes::from(pack.to_markdown());
+        return Ok(bytes_response(StatusCode::OK, "text/markdown; charset=utf-8", body));
+    }
+    Ok(json_response(StatusCode::OK, &pack))
+}
+
+/// Memories awaiting a decision (`status: review`), newest first.
+#[utoipa::path(get, path = "/api/governance/review", tag = "governance", params(PageQuery),
+    responses(
+        (status = 200, description = "The review queue", body = MemoryList),
+        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn review_queue(engine: &Engine, page: PageQuery) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.review_queue(page.limit, page.offset).await?))
+}
+
+/// Approves a memory in review: it becomes `active`.
+#[utoipa::path(post, path = "/api/governance/review/{id}/approve", tag = "governance",
+    params(("id" = String, Path, description = "A memory id (`mem_…`)")),
+    responses(
+        (status = 200, description = "The approved memory", body = Memory),
+        (status = 404, description = "No such memory (`MEMORY_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 409, description = "The memory is not in review (`CONFLICT`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn approve(engine: &Engine, actor: &str, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.approve(id, actor).await?))
+}
+
+/// Rejects a memory in review: it is archived, and can be restored with PATCH.
+#[utoipa::path(post, path = "/api/governance/review/{id}/reject", tag = "governance",
+    params(("id" = String, Path, description = "A memory id (`mem_…`)")),
+    responses(
+        (status = 200, description = "The rejected (archived) memory", body = Memory),
+        (status = 404, description = "No such memory (`MEMORY_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 409, description = "The memory is not in review (`CONFLICT`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn reject(engine: &Engine, actor: &str, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.reject(id, actor).await?))
+}
+
+/// The audit log of every change to a memory, newest first.
+#[utoipa::path(get, path = "/api/governance/audit", tag = "governance", params(AuditQuery),
+    responses(
+        (status = 200, description = "A page of the audit log", body = AuditList),
+        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn audit_log(engine: &Engine, query: AuditQuery) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.audit_log(query).await?))
+}
+
+/// A page of a list.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct PageQuery {
+    /// Default 50, at most 500.
+    limit: Option<u32>,
+    offset: Option<u64>,
 }
 
 /// The service's health.

@@ -5,20 +5,27 @@
 //! size limit), routes by the table in [`routes`], and answers every failure in the error
 //! envelope `{"error": {"code", "message", "status"}}`.
 
+mod auth;
 mod error;
 mod handlers;
 pub mod http_util;
+mod limits;
 mod openapi;
 pub mod routes;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use cairn_memory::Engine;
-use http::{Request, Response};
+use cairn_store::KeyStore;
+use cairn_types::ErrorCode;
+use http::{HeaderName, Request, Response};
 
+pub use crate::auth::{AuthConfig, JwtVerifier, Principal, Profile, hash_key, new_api_key};
 pub use crate::error::ApiError;
 pub use crate::http_util::ResponseBody;
+pub use crate::limits::{RateClass, RateLimits};
 pub use crate::openapi::openapi_json;
 
 /// The largest request body accepted, in bytes: a 64 KiB memory plus metadata and slack.
@@ -28,13 +35,24 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct ApiConfig {
     pub max_body_bytes: usize,
+    pub auth: AuthConfig,
+    pub rate_limits: RateLimits,
 }
 
 impl Default for ApiConfig {
     fn default() -> ApiConfig {
-        ApiConfig { max_body_bytes: DEFAULT_MAX_BODY_BYTES }
+        ApiConfig {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            auth: AuthConfig::default(),
+            rate_limits: RateLimits::default(),
+        }
     }
 }
+
+/// The client's address, put in the request's extensions by the transport; rate limits
+/// of unauthenticated (solo) callers are kept per address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub SocketAddr);
 
 /// The memory API handler. Cheap to clone; clones share the engine.
 #[derive(Clone)]
@@ -45,12 +63,18 @@ pub struct MemoryApi {
 struct Inner {
     engine: Engine,
     config: ApiConfig,
+    authenticator: auth::Authenticator,
+    limiter: limits::Limiter,
     started: Instant,
 }
 
 impl MemoryApi {
     pub fn new(engine: Engine, config: ApiConfig) -> MemoryApi {
-        MemoryApi { inner: Arc::new(Inner { engine, config, started: Instant::now() }) }
+        let keys: Arc<dyn KeyStore> = engine.store().clone();
+        let authenticator = auth::Authenticator::new(config.auth.clone(), keys);
+        let limiter = limits::Limiter::new(config.rate_limits);
+        let inner = Inner { engine, config, authenticator, limiter, started: Instant::now() };
+        MemoryApi { inner: Arc::new(inner) }
     }
 
     pub fn engine(&self) -> &Engine {
@@ -63,14 +87,36 @@ impl MemoryApi {
         B: http_body::Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let client = request.extensions().get::<ClientAddr>().map(|client| client.0.ip());
+        let principal = match self.inner.authenticator.authenticate(request.headers(), client).await
+        {
+            Ok(principal) => principal,
+            Err(error) => return error.into_response(),
+        };
         let resolved = routes::resolve(request.method(), request.uri().path())
             .map(|(operation, id)| (operation, id.map(str::to_owned)));
-        let reply = match resolved {
-            Ok((operation, id)) => {
-                handlers::dispatch(&self.inner, operation, id.as_deref(), request).await
-            }
-            Err(error) => Err(error),
+        let (operation, id) = match resolved {
+            Ok(resolved) => resolved,
+            Err(error) => return error.into_response(),
         };
-        reply.unwrap_or_else(ApiError::into_response)
+        if principal.role < operation.role() {
+            let message = format!(
+                "this operation needs the `{}` role; the caller has `{}`",
+                operation.role(),
+                principal.role
+            );
+            return ApiError::new(ErrorCode::Forbidden, message).into_response();
+        }
+        let rate = match self.inner.limiter.check(operation.rate_class(), &principal.id) {
+            Ok(rate) => rate,
+            Err(error) => return error.into_response(),
+        };
+        let reply =
+            handlers::dispatch(&self.inner, operation, id.as_deref(), &principal, request).await;
+        let mut response = reply.unwrap_or_else(ApiError::into_response);
+        for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
+            response.headers_mut().insert(HeaderName::from_static(name), value);
+        }
+        response
     }
 }

@@ -3,12 +3,20 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use utoipa::OpenApi;
+use http::Method;
+use utoipa::openapi::security::{
+    ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+};
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
 use crate::handlers::*;
+use crate::limits::RateClass;
+use crate::routes::ROUTES;
 
 #[derive(OpenApi)]
 #[openapi(
+    modifiers(&Access),
     info(
         title = "Cairn memory API",
         description = "Memories, context packs, guards, outcomes and evidence for AI agents. \
@@ -16,17 +24,107 @@ use crate::handlers::*;
     ),
     paths(
         list_memories, create_memory, get_memory, update_memory, archive_memory, search, context,
-        coding_context, guard, outcome, patch_evidence, get_evidence, health, openapi,
+        coding_context, guard, outcome, patch_evidence, get_evidence, evidence_pack, review_queue,
+        approve, reject, audit_log, health, openapi,
     ),
     tags(
         (name = "memories", description = "Store, read, change and archive memories"),
         (name = "retrieval", description = "Search and context packs"),
         (name = "guards", description = "Check an action before running it"),
-        (name = "evidence", description = "Outcomes and patch evidence"),
+        (name = "evidence", description = "Outcomes, patch evidence and evidence packs"),
+        (name = "governance", description = "The review queue and the audit log"),
         (name = "system", description = "Health and this document"),
     )
 )]
 struct ApiDoc;
+
+/// Adds what every route shares, from the route table: the credentials it takes, the role
+/// it needs, and its 401, 403 and 429 answers.
+struct Access;
+
+impl Modify for Access {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "apiKey",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-API-Key",
+                "A key from `cairn keys create`.",
+            ))),
+        );
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .description(Some("HS256 or RS256; `exp`, `sub` and `role` claims required."))
+                    .build(),
+            ),
+        );
+        let error = |description: &str| {
+            let content =
+                ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorEnvelope"))).build();
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", content)
+                .build()
+        };
+        components.responses.insert(
+            "Unauthorized".to_owned(),
+            error("Missing or invalid credentials (`UNAUTHORIZED`); the solo profile needs none")
+                .into(),
+        );
+        components.responses.insert(
+            "Forbidden".to_owned(),
+            error("The caller's role is too small (`FORBIDDEN`)").into(),
+        );
+        components.responses.insert(
+            "RateLimited".to_owned(),
+            error("Too many requests of this class (`RATE_LIMITED`); see `Retry-After`").into(),
+        );
+        let security = vec![
+            SecurityRequirement::new("apiKey", Vec::<String>::new()),
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+            SecurityRequirement::default(),
+        ];
+        for route in ROUTES {
+            let Some(item) = openapi.paths.paths.get_mut(route.path) else { continue };
+            for (method, operation) in route.operations {
+                let documented = match *method {
+                    Method::GET => item.get.as_mut(),
+                    Method::POST => item.post.as_mut(),
+                    Method::PATCH => item.patch.as_mut(),
+                    Method::DELETE => item.delete.as_mut(),
+                    _ => None,
+                };
+                let Some(documented) = documented else { continue };
+                let note = format!(
+                    "Role: `{}`. Rate-limit class: `{}`.",
+                    operation.role(),
+                    match operation.rate_class() {
+                        RateClass::Read => "read",
+                        RateClass::Write => "write",
+                        RateClass::Context => "context",
+                    }
+                );
+                documented.description = Some(match documented.description.take() {
+                    Some(description) => format!("{description}\n\n{note}"),
+                    None => note,
+                });
+                for (status, name) in
+                    [("401", "Unauthorized"), ("403", "Forbidden"), ("429", "RateLimited")]
+                {
+                    documented
+                        .responses
+                        .responses
+                        .insert(status.to_owned(), Ref::from_response_name(name).into());
+                }
+                documented.security = Some(security.clone());
+            }
+        }
+    }
+}
 
 static DOCUMENT: LazyLock<Bytes> = LazyLock::new(|| {
     let mut text = ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serializes");
@@ -45,7 +143,6 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::routes::ROUTES;
 
     /// `UPDATE_OPENAPI=1 cargo test -p cairn-api` (or `cargo xtask openapi`) rewrites the file.
     #[test]

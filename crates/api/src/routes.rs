@@ -3,7 +3,10 @@
 
 use http::Method;
 
+use cairn_types::Role;
+
 use crate::ApiError;
+use crate::limits::RateClass;
 
 /// Every operation of the memory API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +23,61 @@ pub enum Operation {
     Outcome,
     PatchEvidence,
     GetEvidence,
+    EvidencePack,
+    ReviewQueue,
+    Approve,
+    Reject,
+    AuditLog,
     Health,
     OpenApi,
+}
+
+impl Operation {
+    /// The least role that may call the operation.
+    pub fn role(self) -> Role {
+        match self {
+            Operation::ListMemories
+            | Operation::GetMemory
+            | Operation::Search
+            | Operation::Context
+            | Operation::CodingContext
+            | Operation::Guard
+            | Operation::GetEvidence
+            | Operation::EvidencePack
+            | Operation::ReviewQueue
+            | Operation::Health
+            | Operation::OpenApi => Role::Read,
+            Operation::CreateMemory
+            | Operation::UpdateMemory
+            | Operation::ArchiveMemory
+            | Operation::Outcome
+            | Operation::PatchEvidence => Role::Write,
+            Operation::Approve | Operation::Reject | Operation::AuditLog => Role::Admin,
+        }
+    }
+
+    /// The rate-limit budget the operation spends.
+    pub fn rate_class(self) -> RateClass {
+        match self {
+            Operation::Search | Operation::Context | Operation::CodingContext => RateClass::Context,
+            Operation::CreateMemory
+            | Operation::UpdateMemory
+            | Operation::ArchiveMemory
+            | Operation::Outcome
+            | Operation::PatchEvidence
+            | Operation::Approve
+            | Operation::Reject => RateClass::Write,
+            Operation::ListMemories
+            | Operation::EvidencePack
+            | Operation::ReviewQueue
+            | Operation::AuditLog
+            | Operation::GetMemory
+            | Operation::Guard
+            | Operation::GetEvidence
+            | Operation::Health
+            | Operation::OpenApi => RateClass::Read,
+        }
+    }
 }
 
 /// A path pattern (`{id}` matches one segment) and the operations on it by method.
@@ -76,6 +132,31 @@ pub const ROUTES: &[Route] = &[
     Route {
         path: "/api/evidence/{id}",
         operations: &[(Method::GET, Operation::GetEvidence)],
+        allow: "GET",
+    },
+    Route {
+        path: "/api/evidence-pack",
+        operations: &[(Method::POST, Operation::EvidencePack)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/governance/review",
+        operations: &[(Method::GET, Operation::ReviewQueue)],
+        allow: "GET",
+    },
+    Route {
+        path: "/api/governance/review/{id}/approve",
+        operations: &[(Method::POST, Operation::Approve)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/governance/review/{id}/reject",
+        operations: &[(Method::POST, Operation::Reject)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/governance/audit",
+        operations: &[(Method::GET, Operation::AuditLog)],
         allow: "GET",
     },
     Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },

@@ -33,7 +33,7 @@ pub async fn ingest(
         let size = BATCH.min(count - index * BATCH);
         let batch: Vec<_> = (0..size).map(|_| corpus.memory(rng)).collect();
         let started = Instant::now();
-        engine.create_memories(batch).await?;
+        engine.create_memories(batch, "system:bench").await?;
         let took = started.elapsed();
         elapsed += took;
         if index >= tail_from {

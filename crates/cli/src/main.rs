@@ -1,16 +1,12 @@
-//! The `cairn` command: `cairn serve` runs the daemon.
+//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys.
 
-use std::net::{Ipv4Addr, SocketAddr};
+mod keys;
+mod serve;
+
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context as _;
-use cairn_api::{ApiConfig, MemoryApi};
-use cairn_memory::Engine;
-use cairn_server::{ServerConfig, Services};
-use cairn_store_sqlite::SqliteStore;
 use clap::{Parser, Subcommand};
-use tokio::net::TcpListener;
 
 #[derive(Debug, Parser)]
 #[command(name = "cairn", version, about = "Memory service and conversation runtime for AI agents")]
@@ -21,18 +17,41 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the daemon: the memory HTTP API on 127.0.0.1.
-    Serve(ServeArgs),
+    /// Runs the daemon: the memory HTTP API.
+    Serve(serve::ServeArgs),
+    /// Creates, lists and revokes API keys (works while the daemon runs).
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
 }
 
-#[derive(Debug, clap::Args)]
-struct ServeArgs {
-    /// The port to listen on; 0 picks a free one.
-    #[arg(long, env = "SERVICE_PORT", default_value_t = 8787)]
-    port: u16,
-    /// Where the database lives [default: the user's data directory, e.g. ~/.local/share/cairn].
+/// Where the database lives, shared by every subcommand that opens it.
+#[derive(Debug, Clone, clap::Args)]
+struct DataDirArg {
+    /// The data directory [default: the user's data directory, e.g. ~/.local/share/cairn].
     #[arg(long, env = "SERVICE_DATA_DIR")]
     data_dir: Option<PathBuf>,
+}
+
+impl DataDirArg {
+    /// The data directory, created if missing, and the database path in it.
+    fn database(&self) -> anyhow::Result<PathBuf> {
+        let data_dir = match &self.data_dir {
+            Some(dir) => dir.clone(),
+            None => dirs::data_dir()
+                .context("no data directory is known for this user; pass --data-dir")?
+                .join("cairn"),
+        };
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+        Ok(data_dir.join("cairn.db"))
+    }
+
+    fn open_store(&self) -> anyhow::Result<(PathBuf, cairn_store_sqlite::SqliteStore)> {
+        let database = self.database()?;
+        let store = cairn_store_sqlite::SqliteStore::open(&database)
+            .with_context(|| format!("cannot open the database {}", database.display()))?;
+        Ok((database, store))
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -44,58 +63,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
-        Command::Serve(args) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            runtime.block_on(serve(args))
-        }
-    }
-}
-
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let data_dir = match args.data_dir {
-        Some(dir) => dir,
-        None => dirs::data_dir()
-            .context("no data directory is known for this user; pass --data-dir")?
-            .join("cairn"),
-    };
-    std::fs::create_dir_all(&data_dir)
-        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
-    let database = data_dir.join("cairn.db");
-    let store = SqliteStore::open(&database)
-        .with_context(|| format!("cannot open the database {}", database.display()))?;
-    let engine = Engine::new(Arc::new(store));
-    let services = Services { memory: MemoryApi::new(engine.clone(), ApiConfig::default()) };
-
-    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));
-    let listener =
-        TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
-    let local = listener.local_addr()?;
-    tracing::info!(database = %database.display(), "storage ready");
-    println!("cairn listening on http://{local}");
-    cairn_server::serve(listener, services, ServerConfig::default(), shutdown_signal()).await?;
-    engine.settled().await;
-    Ok(())
-}
-
-/// Completes on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => tracing::info!("interrupted"),
-        () = terminate => tracing::info!("terminated"),
+        Command::Serve(args) => runtime.block_on(serve::run(args)),
+        Command::Keys(command) => runtime.block_on(keys::run(command)),
     }
 }

@@ -2,7 +2,7 @@
 //! context within a token budget, guarding actions, and recording what agents did.
 //!
 //! The engine is transport-free: the HTTP API (`cairn-api`), the conversation runtime and
-//! the benchmarks all call it directly. Storage is any [`MemoryStore`].
+//! the benchmarks all call it directly. Storage is any [`Store`].
 
 mod context;
 mod guard;
@@ -13,12 +13,12 @@ mod validate;
 
 use std::sync::Arc;
 
-use cairn_store::{MemoryChange, MemoryFilter, MemoryStore, StoreError};
+use cairn_store::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store, StoreError};
 use cairn_types::{
-    CodingContext, CodingContextRequest, ContextPack, ContextRequest, GuardRequest, GuardResult,
-    IdPrefix, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome, OutcomeRequest,
-    PatchEvidence, PatchEvidenceRequest, SearchHit, SearchQuery, SearchResult, Status, Timestamp,
-    new_id,
+    AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
+    EvidencePack, GuardRequest, GuardResult, IdPrefix, Memory, MemoryList, MemoryListQuery,
+    MemoryPatch, NewMemory, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest,
+    SearchHit, SearchQuery, SearchResult, Status, Timestamp, new_id,
 };
 
 pub use crate::tokens::count_tokens;
@@ -43,6 +43,9 @@ pub enum Error {
     MemoryNotFound(String),
     #[error("no patch evidence has the id `{0}`")]
     EvidenceNotFound(String),
+    /// A review decision on a memory that is not awaiting one.
+    #[error("memory `{id}` is {state}, not awaiting review")]
+    NotInReview { id: String, state: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -52,7 +55,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The memory engine over one store.
 #[derive(Clone)]
 pub struct Engine {
-    store: Arc<dyn MemoryStore>,
+    store: Arc<dyn Store>,
     entry_tokens: Arc<tokens::EntryTokens>,
     /// Held shared by each recall write in flight; taken exclusively to wait for them all.
     recall_writes: Arc<tokio::sync::RwLock<()>>,
@@ -61,22 +64,27 @@ pub struct Engine {
 impl Engine {
     /// Creates the engine, and starts loading the tokenizer in the background so the first
     /// context pack does not pay for it.
-    pub fn new(store: Arc<dyn MemoryStore>) -> Engine {
+    pub fn new(store: Arc<dyn Store>) -> Engine {
         tokens::warm_up();
         Engine { store, entry_tokens: Arc::default(), recall_writes: Arc::default() }
     }
 
-    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
-    pub async fn create_memory(&self, input: NewMemory) -> Result<Memory> {
-        let mut created = self.create_memories(vec![input]).await?;
+    /// Stores a memory on behalf of `actor` (a principal id, written to the audit log).
+    pub async fn create_memory(&self, input: NewMemory, actor: &str) -> Result<Memory> {
+        let mut created = self.create_memories(vec![input], actor).await?;
         Ok(created.pop().expect("one memory in, one memory out"))
     }
 
     /// Creates many memories in one transaction: all are stored, or none.
-    pub async fn create_memories(&self, inputs: Vec<NewMemory>) -> Result<Vec<Memory>> {
+    pub async fn create_memories(
+        &self,
+        inputs: Vec<NewMemory>,
+        actor: &str,
+    ) -> Result<Vec<Memory>> {
         let now = Timestamp::now();
         let memories = inputs
             .into_iter()
@@ -99,7 +107,7 @@ impl Engine {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        self.store.insert_memories(&memories).await?;
+        self.store.insert_memories(&memories, actor).await?;
         // Count each new memory's context entry now, while it is at hand, so the context
         // packs that use it do not tokenize on their hot path.
         for memory in &memories {
@@ -132,9 +140,15 @@ impl Engine {
         Ok(MemoryList { memories: page.memories, total: page.total, limit, offset })
     }
 
-    pub async fn update_memory(&self, id: &str, patch: MemoryPatch) -> Result<Memory> {
+    pub async fn update_memory(&self, id: &str, patch: MemoryPatch, actor: &str) -> Result<Memory> {
         let patch = validate::patch(patch)?;
         let now = Timestamp::now();
+        let only_archiving = MemoryPatch { archived: None, ..patch.clone() }.is_empty();
+        let action = match patch.archived {
+            Some(true) if only_archiving => "archive",
+            Some(false) if only_archiving => "restore",
+            _ => "update",
+        };
         let change = MemoryChange {
             content: patch.content,
             scope: patch.scope,
@@ -143,18 +157,18 @@ impl Engine {
             metadata: patch.metadata,
             archived_at: patch.archived.map(|archived| archived.then_some(now)),
         };
-        self.apply_change(id, &change, now).await
+        self.apply_change(id, &change, now, &Audit { actor, action }).await
     }
 
     /// Archives a memory: it leaves lists, retrieval and guards until it is restored.
-    pub async fn archive_memory(&self, id: &str) -> Result<Memory> {
+    pub async fn archive_memory(&self, id: &str, actor: &str) -> Result<Memory> {
         let current = self.get_memory(id).await?;
         if current.archived_at.is_some() {
             return Ok(current);
         }
         let now = Timestamp::now();
         let change = MemoryChange { archived_at: Some(Some(now)), ..MemoryChange::default() };
-        self.apply_change(id, &change, now).await
+        self.apply_change(id, &change, now, &Audit { actor, action: "archive" }).await
     }
 
     async fn apply_change(
@@ -162,11 +176,81 @@ impl Engine {
         id: &str,
         change: &MemoryChange,
         now: Timestamp,
+        audit: &Audit<'_>,
     ) -> Result<Memory> {
         self.store
-            .update_memory(id, change, now)
+            .update_memory(id, change, now, audit)
             .await?
             .ok_or_else(|| Error::MemoryNotFound(id.to_owned()))
+    }
+
+    /// Memories awaiting a decision (`status: review`), newest first.
+    pub async fn review_queue(
+        &self,
+        limit: Option<u32>,
+        offset: Option<u64>,
+    ) -> Result<MemoryList> {
+        let query = MemoryListQuery {
+            status: Some(Status::Review),
+            limit,
+            offset,
+            ..MemoryListQuery::default()
+        };
+        self.list_memories(query).await
+    }
+
+    /// Approves a memory in review: it becomes `active`.
+    pub async fn approve(&self, id: &str, actor: &str) -> Result<Memory> {
+        self.decide(id, actor, "approve").await
+    }
+
+    /// Rejects a memory in review: it is archived (and can still be restored).
+    pub async fn reject(&self, id: &str, actor: &str) -> Result<Memory> {
+        self.decide(id, actor, "reject").await
+    }
+
+    async fn decide(&self, id: &str, actor: &str, action: &str) -> Result<Memory> {
+        let current = self.get_memory(id).await?;
+        if current.status != Status::Review || current.archived_at.is_some() {
+            let state = match current.archived_at {
+                Some(_) => "archived".to_owned(),
+                None => current.status.to_string(),
+            };
+            return Err(Error::NotInReview { id: id.to_owned(), state });
+        }
+        let now = Timestamp::now();
+        let change = match action {
+            "approve" => MemoryChange { status: Some(Status::Active), ..MemoryChange::default() },
+            _ => MemoryChange { archived_at: Some(Some(now)), ..MemoryChange::default() },
+        };
+        self.apply_change(id, &change, now, &Audit { actor, action }).await
+    }
+
+    /// The audit log, newest first.
+    pub async fn audit_log(&self, query: AuditQuery) -> Result<AuditList> {
+        let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT).min(MAX_LIST_LIMIT);
+        let offset = query.offset.unwrap_or(0);
+        let filter = AuditFilter { memory_id: query.memory_id, actor: query.actor };
+        let (entries, total) = self.store.list_audit(&filter, limit, offset).await?;
+        Ok(AuditList { entries, total, limit, offset })
+    }
+
+    /// Everything recorded for a task: its patch evidence, the memories they used, and its
+    /// outcomes.
+    pub async fn evidence_pack(&self, task: String) -> Result<EvidencePack> {
+        let task = validate::required_text("task", Some(task), validate::MAX_TEXT_BYTES)?;
+        let key = text::task_key(&task);
+        self.settled().await;
+        let evidence = self.store.evidence_for_task(&key).await?;
+        let mut memory_ids: Vec<String> = Vec::new();
+        for id in evidence.iter().flat_map(|record| &record.memories_used) {
+            if !memory_ids.contains(id) {
+                memory_ids.push(id.clone());
+            }
+        }
+        let memories = self.store.get_memories(&memory_ids).await?;
+        let outcomes = self.store.outcomes_for_task(&key).await?;
+        Ok(EvidencePack { task, generated_at: Timestamp::now(), evidence, memories, outcomes })
     }
 
     /// Ranked full-text search. Searching does not count as recall.
@@ -218,7 +302,8 @@ impl Engine {
             recorded_at: Timestamp::now(),
             previous_failures: 0,
         };
-        Ok(self.store.insert_outcome(&outcome).await?)
+        let task_key = outcome.task.as_deref().map(text::task_key);
+        Ok(self.store.insert_outcome(&outcome, task_key.as_deref()).await?)
     }
 
     /// Records patch evidence; `memoriesUsed` are the memories context packs served for the
@@ -231,7 +316,8 @@ impl Engine {
         let files = validate::string_list("files", request.files)?;
         let commands = validate::string_list("commands", request.commands)?;
         self.settled().await;
-        let memories_used = self.store.recalled_for_task(&text::task_key(&task)).await?;
+        let task_key = text::task_key(&task);
+        let memories_used = self.store.recalled_for_task(&task_key).await?;
         let evidence = PatchEvidence {
             evidence_id: new_id(IdPrefix::Evidence),
             task,
@@ -240,7 +326,7 @@ impl Engine {
             memories_used,
             created_at: Timestamp::now(),
         };
-        self.store.insert_evidence(&evidence).await?;
+        self.store.insert_evidence(&evidence, &task_key).await?;
         Ok(evidence)
     }
 

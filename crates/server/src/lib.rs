@@ -7,10 +7,11 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_api::{MemoryApi, ResponseBody};
+use cairn_api::{ClientAddr, MemoryApi, ResponseBody};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -48,8 +49,13 @@ pub struct Services {
 }
 
 impl Services {
-    async fn handle(&self, request: Request<Incoming>) -> Response<ResponseBody> {
+    async fn handle(
+        &self,
+        mut request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ResponseBody> {
         let started = Instant::now();
+        request.extensions_mut().insert(ClientAddr(peer));
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
         let response = self.memory.handle(request).await;
         tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
@@ -93,7 +99,7 @@ pub async fn serve(
         let services = services.clone();
         let service = service_fn(move |request| {
             let services = services.clone();
-            async move { Ok::<_, Infallible>(services.handle(request).await) }
+            async move { Ok::<_, Infallible>(services.handle(request, peer).await) }
         });
         let connection =
             builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();

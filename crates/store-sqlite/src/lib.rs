@@ -4,6 +4,8 @@
 //! writers queue in the process instead of spinning on SQLite's lock. Every call runs on
 //! tokio's blocking threads, never on the async workers.
 
+mod audit;
+mod keys;
 mod migrations;
 mod rows;
 mod search;
@@ -15,9 +17,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_store::{
-    MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result, StoreError, TextMatch,
+    Audit, AuditFilter, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result, StoreError,
+    TextMatch,
 };
-use cairn_types::{Memory, Outcome, PatchEvidence, Timestamp};
+use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -158,6 +161,13 @@ fn configure_connection(connection: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+fn read_memory(connection: &Connection, id: &str) -> Result<Option<Memory>> {
+    let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
+    let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+    let row = statement.query_row([id], |row| Ok(memory_from_row(row))).optional().map_err(sql)?;
+    row.transpose()
+}
+
 /// Moves the write-ahead log into the database every second from a thread of its own, so no
 /// request pays for a checkpoint. PASSIVE never waits for readers or the writer. The thread
 /// ends when the store is dropped.
@@ -209,9 +219,9 @@ pub(crate) fn filter_params(
 
 #[async_trait]
 impl MemoryStore for SqliteStore {
-    async fn insert_memories(&self, memories: &[Memory]) -> Result<()> {
+    async fn insert_memories(&self, memories: &[Memory], actor: &str) -> Result<()> {
         let live = memories.iter().filter(|memory| memory.archived_at.is_none()).count() as u64;
-        let memories = memories.to_vec();
+        let (memories, actor) = (memories.to_vec(), actor.to_owned());
         self.write(move |tx| {
             let mut insert = tx
                 .prepare_cached(
@@ -238,6 +248,8 @@ impl MemoryStore for SqliteStore {
                         memory.archived_at.map(Timestamp::as_millis),
                     ])
                     .map_err(sql)?;
+                let audit = Audit { actor: &actor, action: "create" };
+                audit::append(tx, &audit, memory.created_at, &memory.id, None, Some(memory))?;
             }
             Ok(())
         })
@@ -248,16 +260,29 @@ impl MemoryStore for SqliteStore {
 
     async fn get_memory(&self, id: &str) -> Result<Option<Memory>> {
         let id = id.to_owned();
+        self.read(move |connection| read_memory(connection, &id)).await
+    }
+
+    async fn get_memories(&self, ids: &[String]) -> Result<Vec<Memory>> {
+        let ids = ids.to_vec();
         self.read(move |connection| {
-            let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
-            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
-            let row = statement
-                .query_row([id], |row| Ok(memory_from_row(row)))
-                .optional()
-                .map_err(sql)?;
-            row.transpose()
+            let mut memories = Vec::with_capacity(ids.len());
+            for id in &ids {
+                memories.extend(read_memory(connection, id)?);
+            }
+            Ok(memories)
         })
         .await
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        limit: u32,
+        offset: u64,
+    ) -> Result<(Vec<AuditEntry>, u64)> {
+        let filter = filter.clone();
+        self.read(move |connection| audit::list(connection, &filter, limit, offset)).await
     }
 
     async fn update_memory(
@@ -265,16 +290,13 @@ impl MemoryStore for SqliteStore {
         id: &str,
         change: &MemoryChange,
         updated_at: Timestamp,
+        audit: &Audit<'_>,
     ) -> Result<Option<Memory>> {
         let (id, change) = (id.to_owned(), change.clone());
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
         let (memory, was_live) = self.write(move |tx| {
-            let was_live: Option<bool> = tx
-                .prepare_cached("SELECT archived_at IS NULL FROM memories WHERE id = ?1")
-                .map_err(sql)?
-                .query_row([&id], |row| row.get(0))
-                .optional()
-                .map_err(sql)?;
-            let Some(was_live) = was_live else { return Ok((None, false)) };
+            let Some(before) = read_memory(tx, &id)? else { return Ok((None, false)) };
+            let was_live = before.archived_at.is_none();
             let archived_given = change.archived_at.is_some();
             let archived_at = change.archived_at.flatten().map(Timestamp::as_millis);
             let changed = tx
@@ -299,10 +321,10 @@ impl MemoryStore for SqliteStore {
                 ])
                 .map_err(sql)?;
             debug_assert_eq!(changed, 1);
-            let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
-            let mut statement = tx.prepare_cached(&query).map_err(sql)?;
-            let memory = statement.query_row([&id], |row| Ok(memory_from_row(row))).map_err(sql)??;
-            Ok((Some(memory), was_live))
+            let after = read_memory(tx, &id)?.ok_or_else(|| StoreError::Corrupt(format!("{id} vanished")))?;
+            let audit = Audit { actor: &actor, action: &action };
+            audit::append(tx, &audit, updated_at, &id, Some(&before), Some(&after))?;
+            Ok((Some(after), was_live))
         })
         .await?;
         match &memory {
@@ -412,8 +434,9 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn insert_outcome(&self, outcome: &Outcome) -> Result<Outcome> {
+    async fn insert_outcome(&self, outcome: &Outcome, task_key: Option<&str>) -> Result<Outcome> {
         let mut outcome = outcome.clone();
+        let task_key = task_key.map(str::to_owned);
         self.write(move |tx| {
             let failures: i64 = tx
                 .prepare_cached("SELECT count(*) FROM outcomes WHERE command = ?1 AND exit_code <> 0")
@@ -422,8 +445,8 @@ impl MemoryStore for SqliteStore {
                 .map_err(sql)?;
             outcome.previous_failures = failures as u64;
             tx.prepare_cached(
-                "INSERT INTO outcomes (id, command, exit_code, task, repo, recorded_at, previous_failures) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO outcomes (id, command, exit_code, task, repo, recorded_at, previous_failures, task_key) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .map_err(sql)?
             .execute(params![
@@ -434,6 +457,7 @@ impl MemoryStore for SqliteStore {
                 outcome.repo,
                 outcome.recorded_at.as_millis(),
                 failures,
+                task_key,
             ])
             .map_err(sql)?;
             Ok(outcome)
@@ -456,12 +480,44 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn insert_evidence(&self, evidence: &PatchEvidence) -> Result<()> {
+    async fn outcomes_for_task(&self, task_key: &str) -> Result<Vec<Outcome>> {
+        let task_key = task_key.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, command, exit_code, task, repo, recorded_at, previous_failures FROM outcomes \
+                     WHERE task_key = ?1 ORDER BY rowid",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([task_key], outcome_from_row).map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn evidence_for_task(&self, task_key: &str) -> Result<Vec<PatchEvidence>> {
+        let task_key = task_key.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, task, files, commands, memories_used, created_at FROM evidence \
+                     WHERE task_key = ?1 ORDER BY rowid",
+                )
+                .map_err(sql)?;
+            let rows =
+                statement.query_map([task_key], |row| Ok(evidence_from_row(row))).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)?).collect()
+        })
+        .await
+    }
+
+    async fn insert_evidence(&self, evidence: &PatchEvidence, task_key: &str) -> Result<()> {
         let evidence = evidence.clone();
+        let task_key = task_key.to_owned();
         self.write(move |tx| {
             tx.prepare_cached(
-                "INSERT INTO evidence (id, task, files, commands, memories_used, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO evidence (id, task, files, commands, memories_used, created_at, task_key) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(sql)?
             .execute(params![
@@ -471,6 +527,7 @@ impl MemoryStore for SqliteStore {
                 json_text(&evidence.commands),
                 json_text(&evidence.memories_used),
                 evidence.created_at.as_millis(),
+                task_key,
             ])
             .map_err(sql)?;
             Ok(())
@@ -508,7 +565,7 @@ mod tests {
         cairn_store::conformance::run(|| {
             n += 1;
             let path = directory.path().join(format!("conformance-{n}.db"));
-            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn MemoryStore> }
+            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn cairn_store::Store> }
         })
         .await;
     }
@@ -520,7 +577,7 @@ mod tests {
         let memory = cairn_store::conformance::sample_memory("kept", cairn_types::Scope::User, 1);
         {
             let store = SqliteStore::open(&path).unwrap();
-            store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
+            store.insert_memories(std::slice::from_ref(&memory), "tester").await.unwrap();
         }
         let reopened = SqliteStore::open(&path).unwrap();
         assert_eq!(reopened.get_memory(&memory.id).await.unwrap(), Some(memory));

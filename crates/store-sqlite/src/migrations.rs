@@ -56,20 +56,50 @@ const MIGRATIONS: &[&str] = &[
         command TEXT NOT NULL,
         exit_code INTEGER NOT NULL,
         task TEXT,
+        task_key TEXT,
         repo TEXT,
         recorded_at INTEGER NOT NULL,
         previous_failures INTEGER NOT NULL
     );
     CREATE INDEX outcomes_by_command ON outcomes (command, recorded_at DESC);
+    CREATE INDEX outcomes_by_task ON outcomes (task_key);
 
     CREATE TABLE evidence (
-        id TEXT PRIMARY KEY,
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
         task TEXT NOT NULL,
+        task_key TEXT NOT NULL,
         files TEXT NOT NULL,
         commands TEXT NOT NULL,
         memories_used TEXT NOT NULL,
         created_at INTEGER NOT NULL
     );
+    CREATE INDEX evidence_by_task ON evidence (task_key);
+    "#,
+    // 2: API keys, the audit log, connectors and conflicts.
+    r#"
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        name TEXT,
+        role TEXT NOT NULL,
+        prefix TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    );
+
+    CREATE TABLE audit_log (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        at INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        memory_id TEXT NOT NULL,
+        before TEXT,
+        after TEXT
+    );
+    CREATE INDEX audit_by_memory ON audit_log (memory_id);
+    CREATE INDEX audit_by_actor ON audit_log (actor);
     "#,
 ];
 

@@ -7,16 +7,19 @@ use std::future::Future;
 use std::sync::Arc;
 
 use cairn_types::{
-    IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp, new_id,
+    ApiKey, IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Role, Scope, Status, Timestamp,
+    new_id,
 };
 
-use crate::{MemoryChange, MemoryFilter, MemoryStore};
+use crate::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store};
+
+const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
 
 /// Runs every check, each against a fresh store from `open_store`.
 pub async fn run<F, Fut>(mut open_store: F)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Arc<dyn MemoryStore>>,
+    Fut: Future<Output = Arc<dyn Store>>,
 {
     inserted_memories_read_back_unchanged(open_store().await).await;
     lists_are_newest_first_filtered_and_paged(open_store().await).await;
@@ -27,6 +30,9 @@ where
     outcomes_count_previous_failures(open_store().await).await;
     evidence_reads_back(open_store().await).await;
     concurrent_writers_lose_nothing(open_store().await).await;
+    keys_are_found_by_hash_until_revoked(open_store().await).await;
+    every_change_is_audited(open_store().await).await;
+    outcomes_and_evidence_are_found_by_task(open_store().await).await;
 }
 
 /// A memory for tests, created at `millis`.
@@ -50,16 +56,16 @@ pub fn sample_memory(content: &str, scope: Scope, millis: i64) -> Memory {
     }
 }
 
-async fn inserted_memories_read_back_unchanged(store: Arc<dyn MemoryStore>) {
+async fn inserted_memories_read_back_unchanged(store: Arc<dyn Store>) {
     let memory =
         sample_memory("Use pnpm, not npm, in this repo.\nSecond line.", Scope::Repo, 1_000);
-    store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
+    store.insert_memories(std::slice::from_ref(&memory), "tester").await.unwrap();
     let read = store.get_memory(&memory.id).await.unwrap();
     assert_eq!(read.as_ref(), Some(&memory), "a stored memory must read back field for field");
     assert_eq!(store.get_memory("mem_missing").await.unwrap(), None, "unknown ids read as None");
 }
 
-async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) {
+async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn Store>) {
     let mut memories = Vec::new();
     for (i, scope) in
         [Scope::Repo, Scope::User, Scope::Global, Scope::Task, Scope::Repo].iter().enumerate()
@@ -73,13 +79,18 @@ async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) 
         }
         memories.push(memory);
     }
-    store.insert_memories(&memories).await.unwrap();
+    store.insert_memories(&memories, "tester").await.unwrap();
     let archived_change = MemoryChange {
         archived_at: Some(Some(Timestamp::from_millis(9_000))),
         ..Default::default()
     };
     store
-        .update_memory(&memories[3].id, &archived_change, Timestamp::from_millis(9_000))
+        .update_memory(
+            &memories[3].id,
+            &archived_change,
+            Timestamp::from_millis(9_000),
+            &TEST_AUDIT,
+        )
         .await
         .unwrap();
 
@@ -112,9 +123,9 @@ async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn MemoryStore>) 
     assert_eq!(past_end.total, 4);
 }
 
-async fn updates_apply_atomically_and_archive(store: Arc<dyn MemoryStore>) {
+async fn updates_apply_atomically_and_archive(store: Arc<dyn Store>) {
     let memory = sample_memory("original text", Scope::User, 1_000);
-    store.insert_memories(std::slice::from_ref(&memory)).await.unwrap();
+    store.insert_memories(std::slice::from_ref(&memory), "tester").await.unwrap();
     let change = MemoryChange {
         content: Some("changed text".to_owned()),
         status: Some(Status::Stale),
@@ -122,7 +133,7 @@ async fn updates_apply_atomically_and_archive(store: Arc<dyn MemoryStore>) {
         ..Default::default()
     };
     let updated = store
-        .update_memory(&memory.id, &change, Timestamp::from_millis(2_000))
+        .update_memory(&memory.id, &change, Timestamp::from_millis(2_000), &TEST_AUDIT)
         .await
         .unwrap()
         .unwrap();
@@ -140,25 +151,27 @@ async fn updates_apply_atomically_and_archive(store: Arc<dyn MemoryStore>) {
         ..Default::default()
     };
     let archived = store
-        .update_memory(&memory.id, &archive, Timestamp::from_millis(3_000))
+        .update_memory(&memory.id, &archive, Timestamp::from_millis(3_000), &TEST_AUDIT)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(archived.archived_at, Some(Timestamp::from_millis(3_000)));
     let restore = MemoryChange { archived_at: Some(None), ..Default::default() };
     let restored = store
-        .update_memory(&memory.id, &restore, Timestamp::from_millis(4_000))
+        .update_memory(&memory.id, &restore, Timestamp::from_millis(4_000), &TEST_AUDIT)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(restored.archived_at, None);
 
-    let missing =
-        store.update_memory("mem_missing", &change, Timestamp::from_millis(5_000)).await.unwrap();
+    let missing = store
+        .update_memory("mem_missing", &change, Timestamp::from_millis(5_000), &TEST_AUDIT)
+        .await
+        .unwrap();
     assert_eq!(missing, None, "updating an unknown id changes nothing and says so");
 }
 
-async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>) {
+async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn Store>) {
     let strong = sample_memory(
         "The deploy script deploys to staging; deploy with care.",
         Scope::Repo,
@@ -172,14 +185,20 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
     let unrelated = sample_memory("Tabs, not spaces, in Makefiles.", Scope::Repo, 1_002);
     let archived = sample_memory("deploy deploy deploy archived", Scope::Repo, 1_003);
     store
-        .insert_memories(&[strong.clone(), weak.clone(), unrelated.clone(), archived.clone()])
+        .insert_memories(
+            &[strong.clone(), weak.clone(), unrelated.clone(), archived.clone()],
+            "tester",
+        )
         .await
         .unwrap();
     let archive = MemoryChange {
         archived_at: Some(Some(Timestamp::from_millis(2_000))),
         ..Default::default()
     };
-    store.update_memory(&archived.id, &archive, Timestamp::from_millis(2_000)).await.unwrap();
+    store
+        .update_memory(&archived.id, &archive, Timestamp::from_millis(2_000), &TEST_AUDIT)
+        .await
+        .unwrap();
 
     let terms = vec!["deploy".to_owned()];
     let hits = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
@@ -213,7 +232,7 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
 
     let edit =
         MemoryChange { content: Some("Kitchen has tea now.".to_owned()), ..Default::default() };
-    store.update_memory(&weak.id, &edit, Timestamp::from_millis(3_000)).await.unwrap();
+    store.update_memory(&weak.id, &edit, Timestamp::from_millis(3_000), &TEST_AUDIT).await.unwrap();
     let after_edit = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
     assert_eq!(after_edit.len(), 1, "an edited memory is found by its new text only");
     let tea =
@@ -224,33 +243,45 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn MemoryStore>
     let unseen = vec!["zeppelin".to_owned()];
     assert!(store.search_memories(&unseen, &MemoryFilter::default(), 10).await.unwrap().is_empty());
     store
-        .insert_memories(&[sample_memory("A zeppelin overhead.", Scope::User, 4_000)])
+        .insert_memories(&[sample_memory("A zeppelin overhead.", Scope::User, 4_000)], "tester")
         .await
         .unwrap();
     let seen = store.search_memories(&unseen, &MemoryFilter::default(), 10).await.unwrap();
     assert_eq!(seen.len(), 1, "a word searched before anyone wrote it is found once written");
 }
 
-async fn counts_leave_out_archived(store: Arc<dyn MemoryStore>) {
+async fn counts_leave_out_archived(store: Arc<dyn Store>) {
     let memories: Vec<Memory> = (0..3).map(|i| sample_memory("x", Scope::Task, i)).collect();
-    store.insert_memories(&memories).await.unwrap();
+    store.insert_memories(&memories, "tester").await.unwrap();
     let archive =
         MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
-    store.update_memory(&memories[0].id, &archive, Timestamp::from_millis(10)).await.unwrap();
+    store
+        .update_memory(&memories[0].id, &archive, Timestamp::from_millis(10), &TEST_AUDIT)
+        .await
+        .unwrap();
     assert_eq!(store.count_memories().await.unwrap(), 2);
-    store.update_memory(&memories[0].id, &archive, Timestamp::from_millis(11)).await.unwrap();
+    store
+        .update_memory(&memories[0].id, &archive, Timestamp::from_millis(11), &TEST_AUDIT)
+        .await
+        .unwrap();
     assert_eq!(store.count_memories().await.unwrap(), 2, "archiving twice counts once");
     let restore = MemoryChange { archived_at: Some(None), ..Default::default() };
-    store.update_memory(&memories[1].id, &restore, Timestamp::from_millis(12)).await.unwrap();
+    store
+        .update_memory(&memories[1].id, &restore, Timestamp::from_millis(12), &TEST_AUDIT)
+        .await
+        .unwrap();
     assert_eq!(store.count_memories().await.unwrap(), 2, "restoring a live memory changes nothing");
-    store.update_memory(&memories[0].id, &restore, Timestamp::from_millis(13)).await.unwrap();
+    store
+        .update_memory(&memories[0].id, &restore, Timestamp::from_millis(13), &TEST_AUDIT)
+        .await
+        .unwrap();
     assert_eq!(store.count_memories().await.unwrap(), 3);
 }
 
-async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn MemoryStore>) {
+async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn Store>) {
     let a = sample_memory("a", Scope::Repo, 1);
     let b = sample_memory("b", Scope::Repo, 2);
-    store.insert_memories(&[a.clone(), b.clone()]).await.unwrap();
+    store.insert_memories(&[a.clone(), b.clone()], "tester").await.unwrap();
     let at = Timestamp::from_millis(5_000);
     store.record_recall(&[b.id.clone(), a.id.clone()], "fix the build", at).await.unwrap();
     store
@@ -282,12 +313,12 @@ fn sample_outcome(command: &str, exit_code: i32, millis: i64) -> Outcome {
     }
 }
 
-async fn outcomes_count_previous_failures(store: Arc<dyn MemoryStore>) {
-    let first = store.insert_outcome(&sample_outcome("make test", 2, 1)).await.unwrap();
+async fn outcomes_count_previous_failures(store: Arc<dyn Store>) {
+    let first = store.insert_outcome(&sample_outcome("make test", 2, 1), Some("t")).await.unwrap();
     assert_eq!(first.previous_failures, 0);
-    store.insert_outcome(&sample_outcome("make build", 1, 2)).await.unwrap();
-    store.insert_outcome(&sample_outcome("make test", 0, 3)).await.unwrap();
-    let third = store.insert_outcome(&sample_outcome("make test", 1, 4)).await.unwrap();
+    store.insert_outcome(&sample_outcome("make build", 1, 2), Some("t")).await.unwrap();
+    store.insert_outcome(&sample_outcome("make test", 0, 3), Some("t")).await.unwrap();
+    let third = store.insert_outcome(&sample_outcome("make test", 1, 4), Some("t")).await.unwrap();
     assert_eq!(third.previous_failures, 1, "counts failures of the same command only");
     let listed = store.outcomes_for_command("make test", 10).await.unwrap();
     let exit_codes: Vec<i32> = listed.iter().map(|o| o.exit_code).collect();
@@ -295,7 +326,7 @@ async fn outcomes_count_previous_failures(store: Arc<dyn MemoryStore>) {
     assert_eq!(listed[0], third);
 }
 
-async fn evidence_reads_back(store: Arc<dyn MemoryStore>) {
+async fn evidence_reads_back(store: Arc<dyn Store>) {
     let evidence = PatchEvidence {
         evidence_id: new_id(IdPrefix::Evidence),
         task: "fix the build".to_owned(),
@@ -304,19 +335,19 @@ async fn evidence_reads_back(store: Arc<dyn MemoryStore>) {
         memories_used: vec!["mem_a".to_owned()],
         created_at: Timestamp::from_millis(7),
     };
-    store.insert_evidence(&evidence).await.unwrap();
+    store.insert_evidence(&evidence, "fix the build").await.unwrap();
     assert_eq!(store.get_evidence(&evidence.evidence_id).await.unwrap(), Some(evidence));
     assert_eq!(store.get_evidence("ev_missing").await.unwrap(), None);
 }
 
-async fn concurrent_writers_lose_nothing(store: Arc<dyn MemoryStore>) {
+async fn concurrent_writers_lose_nothing(store: Arc<dyn Store>) {
     let mut tasks = Vec::new();
     for writer in 0..8 {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..25 {
                 let memory = sample_memory(&format!("writer {writer} item {i}"), Scope::Task, i);
-                store.insert_memories(&[memory]).await.unwrap();
+                store.insert_memories(&[memory], "tester").await.unwrap();
             }
         }));
     }
@@ -324,4 +355,98 @@ async fn concurrent_writers_lose_nothing(store: Arc<dyn MemoryStore>) {
         task.await.unwrap();
     }
     assert_eq!(store.count_memories().await.unwrap(), 200, "every acknowledged write is kept");
+}
+
+async fn keys_are_found_by_hash_until_revoked(store: Arc<dyn Store>) {
+    let key = ApiKey {
+        id: new_id(IdPrefix::ApiKey),
+        name: Some("ci".to_owned()),
+        role: Role::Write,
+        prefix: "cairn_ab12".to_owned(),
+        hash: "ab".repeat(32),
+        created_at: Timestamp::from_millis(1),
+        revoked_at: None,
+    };
+    store.insert_key(&key).await.unwrap();
+    assert_eq!(store.find_active_key(&key.hash).await.unwrap(), Some(key.clone()));
+    assert_eq!(store.find_active_key(&"cd".repeat(32)).await.unwrap(), None);
+    assert_eq!(store.list_keys().await.unwrap(), vec![key.clone()]);
+    assert!(store.revoke_key(&key.id, Timestamp::from_millis(2)).await.unwrap());
+    assert!(
+        !store.revoke_key(&key.id, Timestamp::from_millis(3)).await.unwrap(),
+        "revoking twice says so"
+    );
+    assert_eq!(store.find_active_key(&key.hash).await.unwrap(), None, "revoked keys stop working");
+    assert_eq!(store.list_keys().await.unwrap()[0].revoked_at, Some(Timestamp::from_millis(2)));
+}
+
+async fn every_change_is_audited(store: Arc<dyn Store>) {
+    let memory = sample_memory("before", Scope::User, 1);
+    store.insert_memories(std::slice::from_ref(&memory), "key:alice").await.unwrap();
+    let change = MemoryChange { content: Some("after".to_owned()), ..Default::default() };
+    let audit = Audit { actor: "jwt:bob", action: "update" };
+    store.update_memory(&memory.id, &change, Timestamp::from_millis(2), &audit).await.unwrap();
+    let other = sample_memory("other", Scope::User, 3);
+    store.insert_memories(std::slice::from_ref(&other), "key:alice").await.unwrap();
+
+    let (entries, total) = store.list_audit(&AuditFilter::default(), 10, 0).await.unwrap();
+    assert_eq!(total, 3);
+    let actions: Vec<(&str, &str)> =
+        entries.iter().map(|e| (e.action.as_str(), e.actor.as_str())).collect();
+    assert_eq!(
+        actions,
+        [("create", "key:alice"), ("update", "jwt:bob"), ("create", "key:alice")],
+        "newest first"
+    );
+    let update = &entries[1];
+    assert_eq!(update.memory_id, memory.id);
+    assert_eq!(update.before.as_ref().unwrap()["content"], "before");
+    assert_eq!(update.after.as_ref().unwrap()["content"], "after");
+    assert_eq!(update.at, Timestamp::from_millis(2));
+    assert!(entries[2].before.is_none());
+
+    let by_memory = AuditFilter { memory_id: Some(memory.id.clone()), actor: None };
+    assert_eq!(store.list_audit(&by_memory, 10, 0).await.unwrap().1, 2);
+    let by_actor = AuditFilter { memory_id: None, actor: Some("jwt:bob".to_owned()) };
+    assert_eq!(store.list_audit(&by_actor, 10, 0).await.unwrap().1, 1);
+    let paged = store.list_audit(&AuditFilter::default(), 1, 1).await.unwrap();
+    assert_eq!((paged.0.len(), paged.0[0].action.as_str(), paged.1), (1, "update", 3));
+
+    let missing = store
+        .update_memory("mem_missing", &change, Timestamp::from_millis(4), &audit)
+        .await
+        .unwrap();
+    assert!(missing.is_none());
+    assert_eq!(
+        store.list_audit(&AuditFilter::default(), 10, 0).await.unwrap().1,
+        3,
+        "no entry for no change"
+    );
+    let both = store
+        .get_memories(&[other.id.clone(), "mem_missing".to_owned(), memory.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        both.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        [other.id.as_str(), memory.id.as_str()]
+    );
+}
+
+async fn outcomes_and_evidence_are_found_by_task(store: Arc<dyn Store>) {
+    store.insert_outcome(&sample_outcome("make", 1, 1), Some("ship")).await.unwrap();
+    store.insert_outcome(&sample_outcome("make", 0, 2), Some("ship")).await.unwrap();
+    store.insert_outcome(&sample_outcome("make", 0, 3), None).await.unwrap();
+    let outcomes = store.outcomes_for_task("ship").await.unwrap();
+    assert_eq!(outcomes.iter().map(|o| o.exit_code).collect::<Vec<_>>(), [1, 0], "oldest first");
+    let evidence = PatchEvidence {
+        evidence_id: new_id(IdPrefix::Evidence),
+        task: "Ship".to_owned(),
+        files: vec![],
+        commands: vec![],
+        memories_used: vec![],
+        created_at: Timestamp::from_millis(5),
+    };
+    store.insert_evidence(&evidence, "ship").await.unwrap();
+    assert_eq!(store.evidence_for_task("ship").await.unwrap(), vec![evidence]);
+    assert!(store.evidence_for_task("other").await.unwrap().is_empty());
 }

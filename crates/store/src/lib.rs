@@ -6,7 +6,9 @@
 pub mod conformance;
 
 use async_trait::async_trait;
-use cairn_types::{JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp};
+use cairn_types::{
+    ApiKey, AuditEntry, JsonObject, Memory, Outcome, PatchEvidence, Scope, Status, Timestamp,
+};
 
 /// What storage can fail with. Callers above only distinguish "the backend failed".
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +48,20 @@ pub struct MemoryChange {
     pub archived_at: Option<Option<Timestamp>>,
 }
 
+/// Who makes a change, and what to call it in the audit log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Audit<'a> {
+    pub actor: &'a str,
+    pub action: &'a str,
+}
+
+/// Which audit entries a listing returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    pub memory_id: Option<String>,
+    pub actor: Option<String>,
+}
+
 /// A full-text candidate: a memory and its text relevance (higher is better, at least 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextMatch {
@@ -64,19 +80,32 @@ pub struct MemoryPage {
 /// and patch evidence. Every method is one atomic operation.
 #[async_trait]
 pub trait MemoryStore: Send + Sync {
-    /// Stores new memories, all or none.
-    async fn insert_memories(&self, memories: &[Memory]) -> Result<()>;
+    /// Stores new memories, all or none, each with a `create` entry in the audit log.
+    async fn insert_memories(&self, memories: &[Memory], actor: &str) -> Result<()>;
 
     async fn get_memory(&self, id: &str) -> Result<Option<Memory>>;
 
-    /// Applies `change` and sets `updatedAt`; returns the memory as it is after, or `None`
-    /// when there is no such memory.
+    /// Applies `change`, sets `updatedAt` and logs `action` by `actor` in the audit log, in
+    /// one transaction; returns the memory as it is after, or `None` when there is no such
+    /// memory.
     async fn update_memory(
         &self,
         id: &str,
         change: &MemoryChange,
         updated_at: Timestamp,
+        audit: &Audit<'_>,
     ) -> Result<Option<Memory>>;
+
+    /// The audit log, newest first.
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        limit: u32,
+        offset: u64,
+    ) -> Result<(Vec<AuditEntry>, u64)>;
+
+    /// The memories with these ids that exist, in the order asked.
+    async fn get_memories(&self, ids: &[String]) -> Result<Vec<Memory>>;
 
     /// Memories matching `filter`, newest first.
     async fn list_memories(
@@ -110,14 +139,41 @@ pub trait MemoryStore: Send + Sync {
     /// The memories recalled for `task_key`, in the order they were first served.
     async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>>;
 
-    /// Stores an outcome. `previous_failures` is computed by the store, in the same
-    /// transaction, as the count of earlier failures of the same command.
-    async fn insert_outcome(&self, outcome: &Outcome) -> Result<Outcome>;
+    /// Stores an outcome, findable by `task_key` when it has one. `previous_failures` is
+    /// computed by the store, in the same transaction, as the count of earlier failures of
+    /// the same command.
+    async fn insert_outcome(&self, outcome: &Outcome, task_key: Option<&str>) -> Result<Outcome>;
+
+    /// Outcomes recorded for a task, oldest first.
+    async fn outcomes_for_task(&self, task_key: &str) -> Result<Vec<Outcome>>;
 
     /// Recorded outcomes of exactly `command`, newest first.
     async fn outcomes_for_command(&self, command: &str, limit: u32) -> Result<Vec<Outcome>>;
 
-    async fn insert_evidence(&self, evidence: &PatchEvidence) -> Result<()>;
+    async fn insert_evidence(&self, evidence: &PatchEvidence, task_key: &str) -> Result<()>;
+
+    /// Patch evidence recorded for a task, oldest first.
+    async fn evidence_for_task(&self, task_key: &str) -> Result<Vec<PatchEvidence>>;
 
     async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>>;
+}
+
+/// Everything Cairn stores, for code that holds one backend.
+pub trait Store: MemoryStore + KeyStore {}
+
+impl<T: MemoryStore + KeyStore> Store for T {}
+
+/// Storage for API keys. Keys are looked up by the SHA-256 of the presented key.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    async fn insert_key(&self, key: &ApiKey) -> Result<()>;
+
+    /// The key with this hash, unless it is revoked.
+    async fn find_active_key(&self, hash: &str) -> Result<Option<ApiKey>>;
+
+    /// Every key, revoked ones included, oldest first.
+    async fn list_keys(&self) -> Result<Vec<ApiKey>>;
+
+    /// Revokes a key; false when there is no such key or it was revoked already.
+    async fn revoke_key(&self, id: &str, at: Timestamp) -> Result<bool>;
 }

@@ -12,6 +12,7 @@ pub enum ErrorCode {
     MemoryNotFound,
     EvidenceNotFound,
     MethodNotAllowed,
+    Conflict,
     PayloadTooLarge,
     ValidationError,
     RateLimited,
@@ -27,6 +28,7 @@ impl ErrorCode {
             ErrorCode::MemoryNotFound => "MEMORY_NOT_FOUND",
             ErrorCode::EvidenceNotFound => "EVIDENCE_NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::ValidationError => "VALIDATION_ERROR",
             ErrorCode::RateLimited => "RATE_LIMITED",
@@ -41,6 +43,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound | ErrorCode::MemoryNotFound | ErrorCode::EvidenceNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::ValidationError => 422,
             ErrorCode::RateLimited => 429,
@@ -59,7 +62,7 @@ pub struct ErrorEnvelope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
-    /// `METHOD_NOT_ALLOWED`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`.
+    /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,
     #[schema(

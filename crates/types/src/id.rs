@@ -6,6 +6,10 @@ pub enum IdPrefix {
     Memory,
     Evidence,
     Outcome,
+    ApiKey,
+    Audit,
+    Connector,
+    Conflict,
 }
 
 impl IdPrefix {
@@ -14,6 +18,10 @@ impl IdPrefix {
             IdPrefix::Memory => "mem",
             IdPrefix::Evidence => "ev",
             IdPrefix::Outcome => "out",
+            IdPrefix::ApiKey => "key",
+            IdPrefix::Audit => "aud",
+            IdPrefix::Connector => "conn",
+            IdPrefix::Conflict => "cfl",
         }
     }
 }

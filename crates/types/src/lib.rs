@@ -4,8 +4,10 @@
 //! type that crosses the HTTP API derives `utoipa::ToSchema` so the OpenAPI document is
 //! generated from the same definitions the code uses.
 
+mod auth;
 mod context;
 mod error;
+mod governance;
 mod guard;
 mod health;
 mod id;
@@ -13,8 +15,10 @@ mod memory;
 mod outcome;
 mod timestamp;
 
+pub use auth::{ApiKey, Role};
 pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
+pub use governance::{AuditEntry, AuditList, AuditQuery};
 pub use guard::{GuardFinding, GuardRequest, GuardResult};
 pub use health::Health;
 pub use id::{IdPrefix, new_id};
@@ -22,7 +26,10 @@ pub use memory::{
     CreatedMemory, MAX_CONTENT_BYTES, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory,
     Scope, SearchHit, SearchQuery, SearchResult, Status,
 };
-pub use outcome::{Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest};
+pub use outcome::{
+    EvidenceFormat, EvidencePack, EvidencePackRequest, Outcome, OutcomeRequest, PatchEvidence,
+    PatchEvidenceRequest,
+};
 pub use timestamp::Timestamp;
 
 /// A free-form JSON object, as carried by `metadata` fields.

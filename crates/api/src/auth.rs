@@ -1,0 +1,190 @@
+//! Authentication: API keys (`X-API-Key`) and bearer JWTs, under the `solo` and `production`
+//! profiles, and the keys themselves (generated here, stored only as SHA-256 hashes).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use cairn_store::KeyStore;
+use cairn_types::{ApiKey, ErrorCode, IdPrefix, Role, Timestamp, new_id};
+use http::HeaderMap;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::ApiError;
+
+/// How much a deployment trusts its callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Profile {
+    /// One developer on loopback: no credentials needed; any presented are still checked.
+    #[default]
+    Solo,
+    /// A shared service: every request must authenticate.
+    Production,
+}
+
+/// Verifies bearer tokens: HS256 with a shared secret or RS256 with a public key.
+#[derive(Clone)]
+pub struct JwtVerifier {
+    key: DecodingKey,
+    validation: Validation,
+}
+
+impl std::fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtVerifier").field("algorithms", &self.validation.algorithms).finish()
+    }
+}
+
+impl JwtVerifier {
+    pub fn hs256(secret: &[u8]) -> JwtVerifier {
+        JwtVerifier::new(DecodingKey::from_secret(secret), Algorithm::HS256)
+    }
+
+    /// An RS256 verifier from a PEM-encoded RSA public key.
+    pub fn rs256_pem(pem: &[u8]) -> Result<JwtVerifier, String> {
+        let key = DecodingKey::from_rsa_pem(pem)
+            .map_err(|error| format!("not an RSA public key in PEM form: {error}"))?;
+        Ok(JwtVerifier::new(key, Algorithm::RS256))
+    }
+
+    fn new(key: DecodingKey, algorithm: Algorithm) -> JwtVerifier {
+        // `exp` is required and enforced (with jsonwebtoken's default 60 s of leeway).
+        let mut validation = Validation::new(algorithm);
+        validation.set_required_spec_claims(&["exp"]);
+        validation.validate_aud = false;
+        JwtVerifier { key, validation }
+    }
+}
+
+/// Authentication settings of the API.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    pub profile: Profile,
+    pub jwt: Option<JwtVerifier>,
+}
+
+/// Who is calling, and what they may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// `key:<id>` for API keys, `jwt:<sub>` for tokens, `local:<address>` for solo callers.
+    pub id: String,
+    pub role: Role,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    sub: Option<String>,
+    role: Option<String>,
+}
+
+pub(crate) struct Authenticator {
+    config: AuthConfig,
+    keys: Arc<dyn KeyStore>,
+}
+
+impl Authenticator {
+    pub(crate) fn new(config: AuthConfig, keys: Arc<dyn KeyStore>) -> Authenticator {
+        Authenticator { config, keys }
+    }
+
+    pub(crate) async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+    ) -> Result<Principal, ApiError> {
+        if let Some(key) = headers.get("x-api-key") {
+            let key =
+                key.to_str().map_err(|_| unauthorized("the X-API-Key header is not valid text"))?;
+            let found =
+                self.keys.find_active_key(&hash_key(key.trim())).await.map_err(|error| {
+                    tracing::error!(%error, "key lookup failed");
+                    ApiError::new(ErrorCode::InternalError, "internal error")
+                })?;
+            let key = found
+                .ok_or_else(|| unauthorized("the API key is not valid (unknown or revoked)"))?;
+            return Ok(Principal { id: format!("key:{}", key.id), role: key.role });
+        }
+        if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
+            let authorization = authorization
+                .to_str()
+                .map_err(|_| unauthorized("the Authorization header is not valid text"))?;
+            let token = authorization
+                .strip_prefix("Bearer ")
+                .or_else(|| authorization.strip_prefix("bearer "))
+                .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <token>`"))?;
+            return self.verify_token(token.trim());
+        }
+        match self.config.profile {
+            Profile::Solo => {
+                let address =
+                    client.map_or_else(|| "unknown".to_owned(), |address| address.to_string());
+                Ok(Principal { id: format!("local:{address}"), role: Role::Admin })
+            }
+            Profile::Production => Err(unauthorized(
+                "credentials are required: send X-API-Key or Authorization: Bearer",
+            )),
+        }
+    }
+
+    fn verify_token(&self, token: &str) -> Result<Principal, ApiError> {
+        let verifier = self.config.jwt.as_ref().ok_or_else(|| {
+            unauthorized("bearer tokens are not accepted: no JWT key is configured")
+        })?;
+        let data = jsonwebtoken::decode::<Claims>(token, &verifier.key, &verifier.validation)
+            .map_err(|error| unauthorized(format!("the bearer token is not valid: {error}")))?;
+        let role = data
+            .claims
+            .role
+            .as_deref()
+            .ok_or_else(|| unauthorized("the bearer token has no `role` claim"))?;
+        let role: Role = role
+            .parse()
+            .map_err(|error| unauthorized(format!("the bearer token's role claim: {error}")))?;
+        let subject =
+            data.claims.sub.ok_or_else(|| unauthorized("the bearer token has no `sub` claim"))?;
+        Ok(Principal { id: format!("jwt:{subject}"), role })
+    }
+}
+
+fn unauthorized(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::Unauthorized, message)
+}
+
+/// Lower-case hex SHA-256 of a key: what is stored and looked up.
+pub fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// A new API key: the secret, shown once, and the record to store.
+pub fn new_api_key(role: Role, name: Option<String>) -> (String, ApiKey) {
+    let mut random = [0u8; 32];
+    getrandom::fill(&mut random).expect("the operating system provides randomness");
+    let secret = format!("cairn_{}", hex::encode(random));
+    let record = ApiKey {
+        id: new_id(IdPrefix::ApiKey),
+        name,
+        role,
+        prefix: secret[..12].to_owned(),
+        hash: hash_key(&secret),
+        created_at: Timestamp::now(),
+        revoked_at: None,
+    };
+    (secret, record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_random_and_stored_hashed() {
+        let (secret, record) = new_api_key(Role::Read, None);
+        let (other, _) = new_api_key(Role::Read, None);
+        assert_ne!(secret, other);
+        assert!(secret.starts_with("cairn_") && secret.len() == 70);
+        assert_eq!(record.hash, hash_key(&secret));
+        assert!(!record.hash.contains(&secret[6..]));
+        assert_eq!(record.prefix, &secret[..12]);
+    }
+}

@@ -1,0 +1,168 @@
+//! Rate limits per principal and operation class, with governor's GCRA limiter.
+
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cairn_types::ErrorCode;
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::StateInformationMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+use http::HeaderValue;
+
+use crate::ApiError;
+
+/// Requests per minute for each class; 0 turns that class's limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    pub read: u32,
+    pub write: u32,
+    pub context: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> RateLimits {
+        RateLimits { read: 1000, write: 100, context: 200 }
+    }
+}
+
+/// Which budget an operation spends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateClass {
+    Read,
+    Write,
+    /// Context packs and search.
+    Context,
+}
+
+type Keyed =
+    RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock, StateInformationMiddleware>;
+
+struct ClassLimiter {
+    per_minute: u32,
+    limiter: Keyed,
+}
+
+/// The rate-limit headers for one response.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RateState {
+    limit: u32,
+    remaining: u32,
+    reset_seconds: u64,
+}
+
+pub(crate) struct Limiter {
+    read: Option<ClassLimiter>,
+    write: Option<ClassLimiter>,
+    context: Option<ClassLimiter>,
+    checks: AtomicU64,
+}
+
+/// Forgotten principals' state is dropped every this many checks.
+const CLEANUP_EVERY: u64 = 10_000;
+
+impl Limiter {
+    pub(crate) fn new(limits: RateLimits) -> Limiter {
+        let class = |per_minute: u32| {
+            NonZeroU32::new(per_minute).map(|rate| ClassLimiter {
+                per_minute,
+                limiter: RateLimiter::keyed(Quota::per_minute(rate))
+                    .with_middleware::<StateInformationMiddleware>(),
+            })
+        };
+        Limiter {
+            read: class(limits.read),
+            write: class(limits.write),
+            context: class(limits.context),
+            checks: AtomicU64::new(0),
+        }
+    }
+
+    /// Spends one request of `principal` in `class`: the headers to send, or a 429.
+    pub(crate) fn check(
+        &self,
+        class: RateClass,
+        principal: &str,
+    ) -> Result<Option<RateState>, ApiError> {
+        let Some(class_limiter) = (match class {
+            RateClass::Read => &self.read,
+            RateClass::Write => &self.write,
+            RateClass::Context => &self.context,
+        }) else {
+            return Ok(None);
+        };
+        if self.checks.fetch_add(1, Ordering::Relaxed) % CLEANUP_EVERY == CLEANUP_EVERY - 1 {
+            for limiter in [&self.read, &self.write, &self.context].into_iter().flatten() {
+                limiter.limiter.retain_recent();
+            }
+        }
+        let limit = class_limiter.per_minute;
+        let interval = 60.0 / f64::from(limit);
+        match class_limiter.limiter.check_key(&principal.to_owned()) {
+            Ok(snapshot) => {
+                let remaining = snapshot.remaining_burst_capacity();
+                let reset_seconds = (f64::from(limit - remaining) * interval).ceil() as u64;
+                Ok(Some(RateState { limit, remaining, reset_seconds }))
+            }
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                let retry_after = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let state = RateState {
+                    limit,
+                    remaining: 0,
+                    reset_seconds: (f64::from(limit) * interval).ceil() as u64,
+                };
+                let message = format!(
+                    "rate limit of {limit} requests a minute reached for this class of operation; retry in {retry_after} s"
+                );
+                let error = ApiError::new(ErrorCode::RateLimited, message)
+                    .with_header(http::header::RETRY_AFTER, HeaderValue::from(retry_after.max(1)));
+                Err(state.apply_to_error(error))
+            }
+        }
+    }
+}
+
+impl RateState {
+    pub(crate) fn headers(self) -> [(&'static str, HeaderValue); 3] {
+        [
+            ("ratelimit-limit", HeaderValue::from(self.limit)),
+            ("ratelimit-remaining", HeaderValue::from(self.remaining)),
+            ("ratelimit-reset", HeaderValue::from(self.reset_seconds)),
+        ]
+    }
+
+    fn apply_to_error(self, mut error: ApiError) -> ApiError {
+        for (name, value) in self.headers() {
+            error = error.with_header(http::HeaderName::from_static(name), value);
+        }
+        error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_count_down_per_principal_and_class() {
+        let limiter = Limiter::new(RateLimits { read: 3, write: 0, context: 5 });
+        let first = limiter.check(RateClass::Read, "key:a").unwrap().unwrap();
+        assert_eq!((first.limit, first.remaining), (3, 2));
+        limiter.check(RateClass::Read, "key:a").unwrap();
+        limiter.check(RateClass::Read, "key:a").unwrap();
+        let refused = limiter.check(RateClass::Read, "key:a").unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::RateLimited);
+        assert_eq!(
+            limiter.check(RateClass::Read, "key:b").unwrap().unwrap().remaining,
+            2,
+            "principals are apart"
+        );
+        assert_eq!(
+            limiter.check(RateClass::Context, "key:a").unwrap().unwrap().remaining,
+            4,
+            "classes are apart"
+        );
+        assert!(limiter.check(RateClass::Write, "key:a").unwrap().is_none(), "0 turns a class off");
+    }
+}

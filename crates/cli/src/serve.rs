@@ -1,0 +1,134 @@
+//! `cairn serve`: wires storage, engine, handlers and transport, and runs until a signal.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use cairn_api::{ApiConfig, AuthConfig, JwtVerifier, MemoryApi, Profile, RateLimits};
+use cairn_memory::Engine;
+use cairn_server::{ServerConfig, Services};
+use cairn_store::KeyStore;
+use tokio::net::TcpListener;
+
+use crate::DataDirArg;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The port to listen on; 0 picks a free one.
+    #[arg(long, env = "SERVICE_PORT", default_value_t = 8787)]
+    port: u16,
+    /// The address to listen on. The solo profile accepts loopback addresses only.
+    #[arg(long, env = "SERVICE_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    host: IpAddr,
+    #[command(flatten)]
+    data_dir: DataDirArg,
+    /// `solo`: one developer, no credentials needed. `production`: every request authenticates.
+    #[arg(long, env = "SERVICE_PROFILE", default_value = "solo", value_parser = ["solo", "production"])]
+    profile: String,
+    /// Verify bearer tokens signed with this HS256 secret.
+    #[arg(long, env = "SERVICE_JWT_SECRET", hide_env_values = true)]
+    jwt_secret: Option<String>,
+    /// Verify bearer tokens signed RS256 with the key whose public half is in this PEM file.
+    #[arg(long, env = "SERVICE_JWT_PUBLIC_KEY")]
+    jwt_public_key: Option<PathBuf>,
+    /// Reads a minute per principal (0: unlimited).
+    #[arg(long, env = "SERVICE_RATE_LIMIT_READ", default_value_t = 1000)]
+    rate_limit_read: u32,
+    /// Writes a minute per principal (0: unlimited).
+    #[arg(long, env = "SERVICE_RATE_LIMIT_WRITE", default_value_t = 100)]
+    rate_limit_write: u32,
+    /// Context packs and searches a minute per principal (0: unlimited).
+    #[arg(long, env = "SERVICE_RATE_LIMIT_CONTEXT", default_value_t = 200)]
+    rate_limit_context: u32,
+}
+
+pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let profile = if args.profile == "production" { Profile::Production } else { Profile::Solo };
+    if profile == Profile::Solo && !args.host.is_loopback() {
+        bail!(
+            "the solo profile listens on loopback only, and {} is not a loopback address; \
+             use --profile production (with API keys or a JWT key) to serve other machines",
+            args.host
+        );
+    }
+    let jwt = jwt_verifier(&args)?;
+    let (database, store) = args.data_dir.open_store()?;
+    let store = Arc::new(store);
+    if profile == Profile::Production && jwt.is_none() {
+        let keys = store.list_keys().await?;
+        if keys.iter().all(|key| key.revoked_at.is_some()) {
+            bail!(
+                "the production profile needs credentials, and none are configured: create an API key \
+                 with `cairn keys create --role admin --data-dir {}`, or set SERVICE_JWT_SECRET or \
+                 SERVICE_JWT_PUBLIC_KEY",
+                database.parent().map(|dir| dir.display().to_string()).unwrap_or_default()
+            );
+        }
+    }
+
+    let engine = Engine::new(store);
+    let config = ApiConfig {
+        auth: AuthConfig { profile, jwt },
+        rate_limits: RateLimits {
+            read: args.rate_limit_read,
+            write: args.rate_limit_write,
+            context: args.rate_limit_context,
+        },
+        ..ApiConfig::default()
+    };
+    let services = Services { memory: MemoryApi::new(engine.clone(), config) };
+
+    let address = SocketAddr::new(args.host, args.port);
+    let listener =
+        TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
+    let local = listener.local_addr()?;
+    tracing::info!(database = %database.display(), profile = %args.profile, "storage ready");
+    println!("cairn listening on http://{local}");
+    cairn_server::serve(listener, services, ServerConfig::default(), shutdown_signal()).await?;
+    engine.settled().await;
+    Ok(())
+}
+
+fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Option<JwtVerifier>> {
+    match (&args.jwt_secret, &args.jwt_public_key) {
+        (Some(_), Some(_)) => bail!("set SERVICE_JWT_SECRET or SERVICE_JWT_PUBLIC_KEY, not both"),
+        (Some(secret), None) => {
+            if secret.len() < 32 {
+                bail!("the JWT secret is {} bytes; use at least 32", secret.len());
+            }
+            Ok(Some(JwtVerifier::hs256(secret.as_bytes())))
+        }
+        (None, Some(path)) => {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("cannot read the JWT public key {}", path.display()))?;
+            let verifier = JwtVerifier::rs256_pem(&pem).map_err(|error| {
+                anyhow::anyhow!("the JWT public key {}: {error}", path.display())
+            })?;
+            Ok(Some(verifier))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("interrupted"),
+        () = terminate => tracing::info!("terminated"),
+    }
+}

@@ -1,0 +1,203 @@
+//! Authentication, roles and rate limits: the production profile, API keys, JWTs.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hyper::Method;
+use serde_json::json;
+
+use crate::util::{Body, Daemon, run_cairn};
+
+/// Creates a key with `cairn keys create` and returns (id, secret) from its output.
+fn create_key(data_dir: &std::path::Path, role: &str) -> (String, String) {
+    let output = run_cairn(data_dir, "keys", &["create", "--role", role], &[]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let secret = stdout.lines().last().unwrap().to_owned();
+    assert!(secret.starts_with("cairn_"), "the key is alone on the last line: {stdout}");
+    let id = stdout.split_whitespace().find(|word| word.starts_with("key_")).unwrap().to_owned();
+    (id, secret)
+}
+
+async fn post_memory(daemon: &Daemon, headers: &[(&str, &str)]) -> crate::util::Reply {
+    let body = Body::Json(json!({"content": "note", "scope": "user"}));
+    daemon.request_with(Method::POST, "/api/memories", body, headers).await
+}
+
+#[tokio::test]
+async fn production_refuses_to_start_without_credentials() {
+    let directory = tempfile::tempdir().unwrap();
+    let output =
+        run_cairn(directory.path(), "serve", &["--port", "0", "--profile", "production"], &[]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("production profile needs credentials"), "{stderr}");
+    assert!(stderr.contains("cairn keys create"), "the message says what to do: {stderr}");
+
+    let solo_elsewhere =
+        run_cairn(directory.path(), "serve", &["--port", "0", "--host", "0.0.0.0"], &[]);
+    assert!(!solo_elsewhere.status.success());
+    assert!(String::from_utf8_lossy(&solo_elsewhere.stderr).contains("loopback"));
+}
+
+#[tokio::test]
+async fn api_keys_authenticate_and_roles_authorize() {
+    let directory = tempfile::tempdir().unwrap();
+    let (_, admin) = create_key(directory.path(), "admin");
+    let (read_id, read) = create_key(directory.path(), "read");
+    let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
+
+    let anonymous = daemon.get("/api/health").await;
+    assert!(anonymous.assert_error(401, "UNAUTHORIZED").contains("credentials are required"));
+    let wrong = daemon
+        .request_with(Method::GET, "/api/health", Body::None, &[("x-api-key", "cairn_nope")])
+        .await;
+    wrong.assert_error(401, "UNAUTHORIZED");
+
+    let reads = daemon
+        .request_with(Method::GET, "/api/memories", Body::None, &[("x-api-key", &read)])
+        .await;
+    assert_eq!(reads.status, 200);
+    let refused = post_memory(&daemon, &[("x-api-key", &read)]).await;
+    assert!(refused.assert_error(403, "FORBIDDEN").contains("`write` role"));
+    assert_eq!(post_memory(&daemon, &[("x-api-key", &admin)]).await.status, 201);
+
+    // Keys created and revoked while the daemon runs take effect at once.
+    let (_, writer) = create_key(directory.path(), "write");
+    assert_eq!(post_memory(&daemon, &[("x-api-key", &writer)]).await.status, 201);
+    let revoked = run_cairn(directory.path(), "keys", &["revoke", &read_id], &[]);
+    assert!(revoked.status.success());
+    let after = daemon
+        .request_with(Method::GET, "/api/memories", Body::None, &[("x-api-key", &read)])
+        .await;
+    after.assert_error(401, "UNAUTHORIZED");
+
+    let listed = run_cairn(directory.path(), "keys", &["list"], &[]);
+    let listing = String::from_utf8(listed.stdout).unwrap();
+    assert_eq!(listing.lines().count(), 3);
+    assert!(listing.contains(&read_id) && listing.contains("revoked"));
+    assert!(!listing.contains(&read[12..]), "lists never show the secret");
+    let count =
+        daemon.request_with(Method::GET, "/api/health", Body::None, &[("x-api-key", &admin)]).await;
+    assert_eq!(count.body["memoryCount"], 2, "refused requests changed nothing");
+}
+
+fn token(secret: &str, claims: serde_json::Value) -> String {
+    let key = jsonwebtoken::EncodingKey::from_secret(secret.as_bytes());
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256), &claims, &key)
+        .unwrap()
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+#[tokio::test]
+async fn bearer_tokens_are_verified() {
+    let secret = "a-test-secret-that-is-long-enough-for-hs256";
+    let daemon =
+        Daemon::start_with(&["--profile", "production"], &[("SERVICE_JWT_SECRET", secret)]);
+    let bearer = |token: String| format!("Bearer {token}");
+
+    let writer =
+        bearer(token(secret, json!({"sub": "ci-bot", "role": "write", "exp": now() + 600})));
+    assert_eq!(post_memory(&daemon, &[("authorization", &writer)]).await.status, 201);
+    let reader =
+        bearer(token(secret, json!({"sub": "dashboard", "role": "read", "exp": now() + 600})));
+    post_memory(&daemon, &[("authorization", &reader)]).await.assert_error(403, "FORBIDDEN");
+
+    let expired = bearer(token(secret, json!({"sub": "x", "role": "admin", "exp": now() - 3600})));
+    let message = post_memory(&daemon, &[("authorization", &expired)])
+        .await
+        .assert_error(401, "UNAUTHORIZED")
+        .to_owned();
+    assert!(message.to_lowercase().contains("expired"), "{message}");
+    let forged = bearer(token(
+        "another-secret-that-is-also-quite-long-yes",
+        json!({"sub": "x", "role": "admin", "exp": now() + 600}),
+    ));
+    post_memory(&daemon, &[("authorization", &forged)]).await.assert_error(401, "UNAUTHORIZED");
+    let no_role = bearer(token(secret, json!({"sub": "x", "exp": now() + 600})));
+    post_memory(&daemon, &[("authorization", &no_role)]).await.assert_error(401, "UNAUTHORIZED");
+    let no_exp = bearer(token(secret, json!({"sub": "x", "role": "admin"})));
+    post_memory(&daemon, &[("authorization", &no_exp)]).await.assert_error(401, "UNAUTHORIZED");
+    post_memory(&daemon, &[("authorization", "Bearer not.a.jwt")])
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+    post_memory(&daemon, &[("authorization", "Basic dXNlcjpwYXNz")])
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn rs256_tokens_are_verified_with_the_public_key() {
+    let directory = tempfile::tempdir().unwrap();
+    let private = directory.path().join("private.pem");
+    let public = directory.path().join("public.pem");
+    let openssl = |args: &[&str]| {
+        let status =
+            std::process::Command::new("openssl").args(args).status().expect("openssl runs");
+        assert!(status.success());
+    };
+    openssl(&[
+        "genpkey",
+        "-quiet",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        private.to_str().unwrap(),
+    ]);
+    openssl(&[
+        "pkey",
+        "-in",
+        private.to_str().unwrap(),
+        "-pubout",
+        "-out",
+        public.to_str().unwrap(),
+    ]);
+    let daemon = Daemon::start_in_with(
+        directory.path(),
+        &["--profile", "production", "--jwt-public-key", public.to_str().unwrap()],
+        &[],
+    );
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&std::fs::read(&private).unwrap()).unwrap();
+    let claims = json!({"sub": "deployer", "role": "admin", "exp": now() + 600});
+    let signed = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+        &claims,
+        &key,
+    )
+    .unwrap();
+    let reply = post_memory(&daemon, &[("authorization", &format!("Bearer {signed}"))]).await;
+    assert_eq!(reply.status, 201);
+    let hs = token("whatever-secret-whatever-secret-whatever", claims);
+    post_memory(&daemon, &[("authorization", &format!("Bearer {hs}"))])
+        .await
+        .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn rate_limits_apply_per_principal_and_class() {
+    let daemon = Daemon::start_with(
+        &[],
+        &[("SERVICE_RATE_LIMIT_WRITE", "3"), ("SERVICE_RATE_LIMIT_READ", "1000")],
+    );
+    for remaining in [2, 1, 0] {
+        let reply = post_memory(&daemon, &[]).await;
+        assert_eq!(reply.status, 201);
+        assert_eq!(reply.headers["ratelimit-limit"], "3");
+        assert_eq!(reply.headers["ratelimit-remaining"], remaining.to_string().as_str());
+        assert!(reply.headers["ratelimit-reset"].to_str().unwrap().parse::<u64>().unwrap() <= 60);
+    }
+    let limited = post_memory(&daemon, &[]).await;
+    limited.assert_error(429, "RATE_LIMITED");
+    let retry_after: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=20).contains(&retry_after), "one write frees up every 20 s: {retry_after}");
+    assert_eq!(limited.headers["ratelimit-remaining"], "0");
+
+    let read = daemon.get("/api/memories").await;
+    assert_eq!(read.status, 200, "reads have their own budget");
+    assert_eq!(read.headers["ratelimit-limit"], "1000");
+    assert_eq!(read.body["total"], 3, "the refused write changed nothing");
+}
