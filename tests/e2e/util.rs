@@ -201,6 +201,17 @@ pub fn run_cairn(
         .expect("cairn runs")
 }
 
+impl Daemon {
+    /// Runs a client subcommand of `cairn` (such as `connectors`) against this daemon.
+    pub fn run_client(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .env("CAIRN_URL", &self.base_url)
+            .output()
+            .expect("cairn runs")
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();

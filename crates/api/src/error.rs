@@ -72,7 +72,11 @@ impl From<cairn_memory::Error> for ApiError {
             cairn_memory::Error::EvidenceNotFound(_) => {
                 ApiError::new(ErrorCode::EvidenceNotFound, error.to_string())
             }
-            cairn_memory::Error::NotInReview { .. } => {
+            cairn_memory::Error::ConnectorNotFound(_) => {
+                ApiError::new(ErrorCode::ConnectorNotFound, error.to_string())
+            }
+            cairn_memory::Error::Source(_) => ApiError::validation(error.to_string()),
+            cairn_memory::Error::SyncRunning(_) | cairn_memory::Error::NotInReview { .. } => {
                 ApiError::new(ErrorCode::Conflict, error.to_string())
             }
             cairn_memory::Error::Store(source) => {

@@ -3,10 +3,11 @@
 
 use cairn_memory::Engine;
 use cairn_types::{
-    AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
-    CreatedMemory, ErrorEnvelope, EvidenceFormat, EvidencePack, EvidencePackRequest, GuardRequest,
-    GuardResult, Health, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome,
-    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, SearchQuery, SearchResult,
+    AuditList, AuditQuery, CodingContext, CodingContextRequest, Connector, ConnectorHealth,
+    ConnectorList, ContextPack, ContextRequest, CreatedMemory, ErrorEnvelope, EvidenceFormat,
+    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
+    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
+    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
 };
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -66,6 +67,12 @@ where
         Operation::Approve => approve(engine, actor, id).await,
         Operation::Reject => reject(engine, actor, id).await,
         Operation::AuditLog => audit_log(engine, parse_query(query)?).await,
+        Operation::ListConnectors => list_connectors(engine).await,
+        Operation::AddConnector => add_connector(engine, json(input(body).await?)?).await,
+        Operation::GetConnector => get_connector(engine, id).await,
+        Operation::RemoveConnector => remove_connector(engine, actor, id).await,
+        Operation::SyncConnector => sync_connector(engine, actor, id).await,
+        Operation::ConnectorHealth => connector_health(engine, id).await,
         Operation::Health => health(inner).await,
         Operation::OpenApi => {
             Ok(bytes_response(StatusCode::OK, "application/json", crate::openapi_json()))
@@ -285,6 +292,72 @@ pub(crate) async fn reject(engine: &Engine, actor: &str, id: &str) -> Reply {
     ))]
 pub(crate) async fn audit_log(engine: &Engine, query: AuditQuery) -> Reply {
     Ok(json_response(StatusCode::OK, &engine.audit_log(query).await?))
+}
+
+/// Lists connectors, oldest first.
+#[utoipa::path(get, path = "/api/connectors", tag = "connectors",
+    responses((status = 200, description = "Every connector", body = ConnectorList)))]
+pub(crate) async fn list_connectors(engine: &Engine) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.list_connectors().await?))
+}
+
+/// Adds a connector: a folder of Markdown and text files, or a git repository. The path is
+/// checked now; nothing is imported until the first sync.
+#[utoipa::path(post, path = "/api/connectors", tag = "connectors", request_body = NewConnector,
+    responses(
+        (status = 201, description = "The connector", body = Connector),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "Unknown kind, a path that does not exist, a folder that is not a git repository…", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn add_connector(engine: &Engine, input: NewConnector) -> Reply {
+    Ok(json_response(StatusCode::CREATED, &engine.add_connector(input).await?))
+}
+
+/// Reads one connector.
+#[utoipa::path(get, path = "/api/connectors/{id}", tag = "connectors",
+    params(("id" = String, Path, description = "A connector id (`conn_…`)")),
+    responses(
+        (status = 200, description = "The connector", body = Connector),
+        (status = 404, description = "No such connector (`CONNECTOR_NOT_FOUND`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn get_connector(engine: &Engine, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.get_connector(id).await?))
+}
+
+/// Removes a connector; its memories are archived, not deleted.
+#[utoipa::path(delete, path = "/api/connectors/{id}", tag = "connectors",
+    params(("id" = String, Path, description = "A connector id (`conn_…`)")),
+    responses(
+        (status = 200, description = "The connector is gone", body = RemovedConnector),
+        (status = 404, description = "No such connector (`CONNECTOR_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 409, description = "A sync is running (`CONFLICT`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn remove_connector(engine: &Engine, actor: &str, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.remove_connector(id, actor).await?))
+}
+
+/// Syncs a connector: imports new pieces, updates changed ones, archives removed ones. A
+/// source that cannot be read gives a report with `status: error`, also kept for the health check.
+#[utoipa::path(post, path = "/api/connectors/{id}/sync", tag = "connectors",
+    params(("id" = String, Path, description = "A connector id (`conn_…`)")),
+    responses(
+        (status = 200, description = "What the sync did", body = SyncReport),
+        (status = 404, description = "No such connector (`CONNECTOR_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 409, description = "A sync is running already (`CONFLICT`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn sync_connector(engine: &Engine, actor: &str, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.sync_connector(id, actor).await?))
+}
+
+/// A connector's health: its last sync, its counts and error, and progress while it syncs.
+#[utoipa::path(get, path = "/api/connectors/{id}/health", tag = "connectors",
+    params(("id" = String, Path, description = "A connector id (`conn_…`)")),
+    responses(
+        (status = 200, description = "The connector's health", body = ConnectorHealth),
+        (status = 404, description = "No such connector (`CONNECTOR_NOT_FOUND`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn connector_health(engine: &Engine, id: &str) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.connector_health(id).await?))
 }
 
 /// A page of a list.

@@ -28,6 +28,12 @@ pub enum Operation {
     Approve,
     Reject,
     AuditLog,
+    ListConnectors,
+    AddConnector,
+    GetConnector,
+    RemoveConnector,
+    SyncConnector,
+    ConnectorHealth,
     Health,
     OpenApi,
 }
@@ -45,6 +51,9 @@ impl Operation {
             | Operation::GetEvidence
             | Operation::EvidencePack
             | Operation::ReviewQueue
+            | Operation::ListConnectors
+            | Operation::GetConnector
+            | Operation::ConnectorHealth
             | Operation::Health
             | Operation::OpenApi => Role::Read,
             Operation::CreateMemory
@@ -52,7 +61,12 @@ impl Operation {
             | Operation::ArchiveMemory
             | Operation::Outcome
             | Operation::PatchEvidence => Role::Write,
-            Operation::Approve | Operation::Reject | Operation::AuditLog => Role::Admin,
+            Operation::Approve
+            | Operation::Reject
+            | Operation::AuditLog
+            | Operation::AddConnector
+            | Operation::RemoveConnector
+            | Operation::SyncConnector => Role::Admin,
         }
     }
 
@@ -66,11 +80,17 @@ impl Operation {
             | Operation::Outcome
             | Operation::PatchEvidence
             | Operation::Approve
-            | Operation::Reject => RateClass::Write,
+            | Operation::Reject
+            | Operation::AddConnector
+            | Operation::RemoveConnector
+            | Operation::SyncConnector => RateClass::Write,
             Operation::ListMemories
             | Operation::EvidencePack
             | Operation::ReviewQueue
             | Operation::AuditLog
+            | Operation::ListConnectors
+            | Operation::GetConnector
+            | Operation::ConnectorHealth
             | Operation::GetMemory
             | Operation::Guard
             | Operation::GetEvidence
@@ -157,6 +177,32 @@ pub const ROUTES: &[Route] = &[
     Route {
         path: "/api/governance/audit",
         operations: &[(Method::GET, Operation::AuditLog)],
+        allow: "GET",
+    },
+    Route {
+        path: "/api/connectors",
+        operations: &[
+            (Method::GET, Operation::ListConnectors),
+            (Method::POST, Operation::AddConnector),
+        ],
+        allow: "GET, POST",
+    },
+    Route {
+        path: "/api/connectors/{id}",
+        operations: &[
+            (Method::GET, Operation::GetConnector),
+            (Method::DELETE, Operation::RemoveConnector),
+        ],
+        allow: "GET, DELETE",
+    },
+    Route {
+        path: "/api/connectors/{id}/sync",
+        operations: &[(Method::POST, Operation::SyncConnector)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/connectors/{id}/health",
+        operations: &[(Method::GET, Operation::ConnectorHealth)],
         allow: "GET",
     },
     Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },

@@ -1,5 +1,7 @@
 //! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys.
 
+mod client;
+mod connectors;
 mod keys;
 mod serve;
 
@@ -22,6 +24,9 @@ enum Command {
     /// Creates, lists and revokes API keys (works while the daemon runs).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Adds, lists, syncs and removes connectors through the running daemon.
+    #[command(subcommand)]
+    Connectors(connectors::ConnectorsCommand),
 }
 
 /// Where the database lives, shared by every subcommand that opens it.
@@ -67,5 +72,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => runtime.block_on(serve::run(args)),
         Command::Keys(command) => runtime.block_on(keys::run(command)),
+        Command::Connectors(command) => runtime.block_on(connectors::run(command)),
     }
 }

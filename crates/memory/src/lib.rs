@@ -4,9 +4,11 @@
 //! The engine is transport-free: the HTTP API (`cairn-api`), the conversation runtime and
 //! the benchmarks all call it directly. Storage is any [`Store`].
 
+mod connectors;
 mod context;
 mod guard;
 mod rank;
+mod sources;
 mod text;
 mod tokens;
 mod validate;
@@ -43,6 +45,13 @@ pub enum Error {
     MemoryNotFound(String),
     #[error("no patch evidence has the id `{0}`")]
     EvidenceNotFound(String),
+    #[error("no connector has the id `{0}`")]
+    ConnectorNotFound(String),
+    #[error("connector `{0}` is syncing already; wait for it to finish")]
+    SyncRunning(String),
+    /// The connector's source could not be read.
+    #[error("{0}")]
+    Source(String),
     /// A review decision on a memory that is not awaiting one.
     #[error("memory `{id}` is {state}, not awaiting review")]
     NotInReview { id: String, state: String },
@@ -59,6 +68,7 @@ pub struct Engine {
     entry_tokens: Arc<tokens::EntryTokens>,
     /// Held shared by each recall write in flight; taken exclusively to wait for them all.
     recall_writes: Arc<tokio::sync::RwLock<()>>,
+    syncs: Arc<connectors::RunningSyncs>,
 }
 
 impl Engine {
@@ -66,7 +76,12 @@ impl Engine {
     /// context pack does not pay for it.
     pub fn new(store: Arc<dyn Store>) -> Engine {
         tokens::warm_up();
-        Engine { store, entry_tokens: Arc::default(), recall_writes: Arc::default() }
+        Engine {
+            store,
+            entry_tokens: Arc::default(),
+            recall_writes: Arc::default(),
+            syncs: Arc::default(),
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -5,6 +5,7 @@
 //! tokio's blocking threads, never on the async workers.
 
 mod audit;
+mod connectors;
 mod keys;
 mod migrations;
 mod rows;
@@ -161,6 +162,73 @@ fn configure_connection(connection: &mut Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// Inserts one memory and its `create` (or other) audit entry.
+pub(crate) fn insert_memory_row(
+    tx: &rusqlite::Transaction<'_>,
+    memory: &Memory,
+    audit: &Audit<'_>,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO memories (id, content, scope, status, repo, tags, source, metadata, \
+         created_at, updated_at, last_recalled_at, recall_count, archived_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )
+    .map_err(sql)?
+    .execute(params![
+        memory.id,
+        memory.content,
+        memory.scope.as_str(),
+        memory.status.as_str(),
+        memory.repo,
+        json_text(&memory.tags),
+        memory.source,
+        json_text(&memory.metadata),
+        memory.created_at.as_millis(),
+        memory.updated_at.as_millis(),
+        memory.last_recalled_at.map(Timestamp::as_millis),
+        memory.recall_count as i64,
+        memory.archived_at.map(Timestamp::as_millis),
+    ])
+    .map_err(sql)?;
+    audit::append(tx, audit, memory.created_at, &memory.id, None, Some(memory))
+}
+
+/// Applies a change to one memory with its audit entry; the memory before and after, or
+/// `None` when there is no such memory.
+pub(crate) fn update_memory_row(
+    tx: &rusqlite::Transaction<'_>,
+    id: &str,
+    change: &MemoryChange,
+    updated_at: Timestamp,
+    audit: &Audit<'_>,
+) -> Result<Option<(Memory, Memory)>> {
+    let Some(before) = read_memory(tx, id)? else { return Ok(None) };
+    tx.prepare_cached(
+        "UPDATE memories SET content = coalesce(?2, content), scope = coalesce(?3, scope), \
+         status = coalesce(?4, status), tags = coalesce(?5, tags), \
+         metadata = coalesce(?6, metadata), \
+         archived_at = CASE WHEN ?7 THEN ?8 ELSE archived_at END, updated_at = ?9 \
+         WHERE id = ?1",
+    )
+    .map_err(sql)?
+    .execute(params![
+        id,
+        change.content,
+        change.scope.map(|scope| scope.as_str()),
+        change.status.map(|status| status.as_str()),
+        change.tags.as_ref().map(json_text),
+        change.metadata.as_ref().map(json_text),
+        change.archived_at.is_some(),
+        change.archived_at.flatten().map(Timestamp::as_millis),
+        updated_at.as_millis(),
+    ])
+    .map_err(sql)?;
+    let after =
+        read_memory(tx, id)?.ok_or_else(|| StoreError::Corrupt(format!("{id} vanished")))?;
+    audit::append(tx, audit, updated_at, id, Some(&before), Some(&after))?;
+    Ok(Some((before, after)))
+}
+
 fn read_memory(connection: &Connection, id: &str) -> Result<Option<Memory>> {
     let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
     let mut statement = connection.prepare_cached(&query).map_err(sql)?;
@@ -223,33 +291,9 @@ impl MemoryStore for SqliteStore {
         let live = memories.iter().filter(|memory| memory.archived_at.is_none()).count() as u64;
         let (memories, actor) = (memories.to_vec(), actor.to_owned());
         self.write(move |tx| {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO memories (id, content, scope, status, repo, tags, source, metadata, \
-                     created_at, updated_at, last_recalled_at, recall_count, archived_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                )
-                .map_err(sql)?;
+            let audit = Audit { actor: &actor, action: "create" };
             for memory in &memories {
-                insert
-                    .execute(params![
-                        memory.id,
-                        memory.content,
-                        memory.scope.as_str(),
-                        memory.status.as_str(),
-                        memory.repo,
-                        json_text(&memory.tags),
-                        memory.source,
-                        json_text(&memory.metadata),
-                        memory.created_at.as_millis(),
-                        memory.updated_at.as_millis(),
-                        memory.last_recalled_at.map(Timestamp::as_millis),
-                        memory.recall_count as i64,
-                        memory.archived_at.map(Timestamp::as_millis),
-                    ])
-                    .map_err(sql)?;
-                let audit = Audit { actor: &actor, action: "create" };
-                audit::append(tx, &audit, memory.created_at, &memory.id, None, Some(memory))?;
+                insert_memory_row(tx, memory, &audit)?;
             }
             Ok(())
         })
@@ -294,39 +338,15 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Option<Memory>> {
         let (id, change) = (id.to_owned(), change.clone());
         let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
-        let (memory, was_live) = self.write(move |tx| {
-            let Some(before) = read_memory(tx, &id)? else { return Ok((None, false)) };
-            let was_live = before.archived_at.is_none();
-            let archived_given = change.archived_at.is_some();
-            let archived_at = change.archived_at.flatten().map(Timestamp::as_millis);
-            let changed = tx
-                .prepare_cached(
-                    "UPDATE memories SET content = coalesce(?2, content), scope = coalesce(?3, scope), \
-                     status = coalesce(?4, status), tags = coalesce(?5, tags), \
-                     metadata = coalesce(?6, metadata), \
-                     archived_at = CASE WHEN ?7 THEN ?8 ELSE archived_at END, updated_at = ?9 \
-                     WHERE id = ?1",
-                )
-                .map_err(sql)?
-                .execute(params![
-                    id,
-                    change.content,
-                    change.scope.map(|scope| scope.as_str()),
-                    change.status.map(|status| status.as_str()),
-                    change.tags.as_ref().map(json_text),
-                    change.metadata.as_ref().map(json_text),
-                    archived_given,
-                    archived_at,
-                    updated_at.as_millis(),
-                ])
-                .map_err(sql)?;
-            debug_assert_eq!(changed, 1);
-            let after = read_memory(tx, &id)?.ok_or_else(|| StoreError::Corrupt(format!("{id} vanished")))?;
-            let audit = Audit { actor: &actor, action: &action };
-            audit::append(tx, &audit, updated_at, &id, Some(&before), Some(&after))?;
-            Ok((Some(after), was_live))
-        })
-        .await?;
+        let (memory, was_live) = self
+            .write(move |tx| {
+                let audit = Audit { actor: &actor, action: &action };
+                match update_memory_row(tx, &id, &change, updated_at, &audit)? {
+                    Some((before, after)) => Ok((Some(after), before.archived_at.is_none())),
+                    None => Ok((None, false)),
+                }
+            })
+            .await?;
         match &memory {
             Some(memory) if was_live && memory.archived_at.is_some() => {
                 self.live_memories.fetch_sub(1, Ordering::Relaxed);

@@ -100,6 +100,26 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_by_memory ON audit_log (memory_id);
     CREATE INDEX audit_by_actor ON audit_log (actor);
+
+    CREATE TABLE connectors (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        path TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        repo TEXT,
+        max_commits INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_sync TEXT
+    );
+    CREATE TABLE connector_items (
+        connector_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        memory_id TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        PRIMARY KEY (connector_id, key)
+    ) WITHOUT ROWID;
     "#,
 ];
 

@@ -7,11 +7,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use cairn_types::{
-    ApiKey, IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Role, Scope, Status, Timestamp,
-    new_id,
+    ApiKey, Connector, ConnectorKind, IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Role,
+    Scope, Status, SyncReport, Timestamp, new_id,
 };
 
-use crate::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store};
+use crate::{
+    Audit, AuditFilter, ConnectorItem, ItemUpdate, MemoryChange, MemoryFilter, Store, SyncBatch,
+};
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
 
@@ -33,6 +35,7 @@ where
     keys_are_found_by_hash_until_revoked(open_store().await).await;
     every_change_is_audited(open_store().await).await;
     outcomes_and_evidence_are_found_by_task(open_store().await).await;
+    connectors_keep_their_items_in_step(open_store().await).await;
 }
 
 /// A memory for tests, created at `millis`.
@@ -449,4 +452,89 @@ async fn outcomes_and_evidence_are_found_by_task(store: Arc<dyn Store>) {
     store.insert_evidence(&evidence, "ship").await.unwrap();
     assert_eq!(store.evidence_for_task("ship").await.unwrap(), vec![evidence]);
     assert!(store.evidence_for_task("other").await.unwrap().is_empty());
+}
+
+async fn connectors_keep_their_items_in_step(store: Arc<dyn Store>) {
+    let connector = Connector {
+        id: new_id(IdPrefix::Connector),
+        kind: ConnectorKind::Folder,
+        name: "docs".to_owned(),
+        path: "/srv/docs".to_owned(),
+        scope: Scope::Repo,
+        repo: Some("docs".to_owned()),
+        max_commits: 500,
+        created_at: Timestamp::from_millis(1),
+        last_sync: None,
+    };
+    store.insert_connector(&connector).await.unwrap();
+    assert_eq!(store.get_connector(&connector.id).await.unwrap(), Some(connector.clone()));
+    assert_eq!(store.list_connectors().await.unwrap(), vec![connector.clone()]);
+
+    let first = sample_memory("Install with make.", Scope::Repo, 2);
+    let second = sample_memory("Deploy on Fridays never.", Scope::Repo, 2);
+    let inserts = vec![
+        (first.clone(), "setup.md#Install".to_owned(), "h1".to_owned()),
+        (second.clone(), "deploy.md".to_owned(), "h2".to_owned()),
+    ];
+    let batch = SyncBatch { inserts, ..SyncBatch::default() };
+    store
+        .apply_sync_batch(&connector.id, &batch, Timestamp::from_millis(3), "system:sync")
+        .await
+        .unwrap();
+    assert_eq!(store.connector_memory_count(&connector.id).await.unwrap(), 2);
+    assert_eq!(store.count_memories().await.unwrap(), 2);
+    let mut items = store.connector_items(&connector.id).await.unwrap();
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(
+        items[1],
+        ConnectorItem {
+            key: "setup.md#Install".to_owned(),
+            memory_id: first.id.clone(),
+            content_hash: "h1".to_owned()
+        }
+    );
+
+    let update = ItemUpdate {
+        key: "setup.md#Install".to_owned(),
+        memory_id: first.id.clone(),
+        content: "Install with just.".to_owned(),
+        content_hash: "h3".to_owned(),
+    };
+    let removal = items[0].clone();
+    let batch =
+        SyncBatch { updates: vec![update], removals: vec![removal], ..SyncBatch::default() };
+    store
+        .apply_sync_batch(&connector.id, &batch, Timestamp::from_millis(4), "system:sync")
+        .await
+        .unwrap();
+    assert_eq!(store.get_memory(&first.id).await.unwrap().unwrap().content, "Install with just.");
+    assert!(store.get_memory(&second.id).await.unwrap().unwrap().archived_at.is_some());
+    assert_eq!(store.connector_memory_count(&connector.id).await.unwrap(), 1);
+    assert_eq!(store.count_memories().await.unwrap(), 1);
+    let items = store.connector_items(&connector.id).await.unwrap();
+    assert_eq!((items.len(), items[0].content_hash.as_str()), (1, "h3"));
+    let (audit, _) = store
+        .list_audit(&AuditFilter { memory_id: None, actor: Some("system:sync".to_owned()) }, 10, 0)
+        .await
+        .unwrap();
+    let actions: Vec<&str> = audit.iter().map(|entry| entry.action.as_str()).collect();
+    assert_eq!(actions, ["archive", "import", "import", "import"]);
+
+    let report = SyncReport {
+        started_at: Timestamp::from_millis(3),
+        finished_at: Timestamp::from_millis(4),
+        status: "ok".to_owned(),
+        imported: 2,
+        updated: 1,
+        unchanged: 0,
+        archived: 1,
+        skipped: 0,
+        error: None,
+    };
+    store.record_sync(&connector.id, &report).await.unwrap();
+    assert_eq!(store.get_connector(&connector.id).await.unwrap().unwrap().last_sync, Some(report));
+    assert!(store.delete_connector(&connector.id).await.unwrap());
+    assert!(!store.delete_connector(&connector.id).await.unwrap());
+    assert!(store.connector_items(&connector.id).await.unwrap().is_empty());
+    assert_eq!(store.get_connector(&connector.id).await.unwrap(), None);
 }

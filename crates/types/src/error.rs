@@ -11,6 +11,8 @@ pub enum ErrorCode {
     NotFound,
     MemoryNotFound,
     EvidenceNotFound,
+    ConnectorNotFound,
+    ConflictNotFound,
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
@@ -27,6 +29,8 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::MemoryNotFound => "MEMORY_NOT_FOUND",
             ErrorCode::EvidenceNotFound => "EVIDENCE_NOT_FOUND",
+            ErrorCode::ConnectorNotFound => "CONNECTOR_NOT_FOUND",
+            ErrorCode::ConflictNotFound => "CONFLICT_NOT_FOUND",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
@@ -41,7 +45,11 @@ impl ErrorCode {
         match self {
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
-            ErrorCode::NotFound | ErrorCode::MemoryNotFound | ErrorCode::EvidenceNotFound => 404,
+            ErrorCode::NotFound
+            | ErrorCode::MemoryNotFound
+            | ErrorCode::EvidenceNotFound
+            | ErrorCode::ConnectorNotFound
+            | ErrorCode::ConflictNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
@@ -62,6 +70,7 @@ pub struct ErrorEnvelope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
+    /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
     /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,

@@ -5,6 +5,7 @@
 //! generated from the same definitions the code uses.
 
 mod auth;
+mod connector;
 mod context;
 mod error;
 mod governance;
@@ -16,6 +17,10 @@ mod outcome;
 mod timestamp;
 
 pub use auth::{ApiKey, Role};
+pub use connector::{
+    Connector, ConnectorHealth, ConnectorKind, ConnectorList, NewConnector, RemovedConnector,
+    SyncProgress, SyncReport,
+};
 pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
 pub use governance::{AuditEntry, AuditList, AuditQuery};
