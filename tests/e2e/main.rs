@@ -3,6 +3,7 @@
 
 mod auth;
 mod connectors;
+mod dream;
 mod governance;
 mod guards;
 mod memories;

@@ -75,8 +75,13 @@ impl From<cairn_memory::Error> for ApiError {
             cairn_memory::Error::ConnectorNotFound(_) => {
                 ApiError::new(ErrorCode::ConnectorNotFound, error.to_string())
             }
+            cairn_memory::Error::ConflictNotFound(_) => {
+                ApiError::new(ErrorCode::ConflictNotFound, error.to_string())
+            }
             cairn_memory::Error::Source(_) => ApiError::validation(error.to_string()),
-            cairn_memory::Error::SyncRunning(_) | cairn_memory::Error::NotInReview { .. } => {
+            cairn_memory::Error::SyncRunning(_)
+            | cairn_memory::Error::ConflictResolved(_)
+            | cairn_memory::Error::NotInReview { .. } => {
                 ApiError::new(ErrorCode::Conflict, error.to_string())
             }
             cairn_memory::Error::Store(source) => {

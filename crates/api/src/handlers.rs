@@ -3,8 +3,9 @@
 
 use cairn_memory::Engine;
 use cairn_types::{
-    AuditList, AuditQuery, CodingContext, CodingContextRequest, Connector, ConnectorHealth,
-    ConnectorList, ContextPack, ContextRequest, CreatedMemory, ErrorEnvelope, EvidenceFormat,
+    AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
+    ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
+    ContextRequest, CreatedMemory, DreamReport, DreamRequest, ErrorEnvelope, EvidenceFormat,
     EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
     MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
     PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
@@ -73,6 +74,20 @@ where
         Operation::RemoveConnector => remove_connector(engine, actor, id).await,
         Operation::SyncConnector => sync_connector(engine, actor, id).await,
         Operation::ConnectorHealth => connector_health(engine, id).await,
+        Operation::DreamCycle => {
+            let bytes = input(body).await?;
+            // An empty body runs with the defaults.
+            let request = if bytes.iter().all(u8::is_ascii_whitespace) {
+                DreamRequest::default()
+            } else {
+                json(bytes)?
+            };
+            dream_cycle(engine, actor, request).await
+        }
+        Operation::ListConflicts => list_conflicts(engine, parse_query(query)?).await,
+        Operation::ResolveConflict => {
+            resolve_conflict(engine, actor, id, json(input(body).await?)?).await
+        }
         Operation::Health => health(inner).await,
         Operation::OpenApi => {
             Ok(bytes_response(StatusCode::OK, "application/json", crate::openapi_json()))
@@ -358,6 +373,47 @@ pub(crate) async fn sync_connector(engine: &Engine, actor: &str, id: &str) -> Re
     ))]
 pub(crate) async fn connector_health(engine: &Engine, id: &str) -> Reply {
     Ok(json_response(StatusCode::OK, &engine.connector_health(id).await?))
+}
+
+/// Runs the dream cycle: merges near-duplicates (keeping provenance in `mergedFrom`), marks
+/// memories stale that were neither recalled nor changed for `staleAfterDays`, and moves
+/// contradicting memories to `review` as conflicts. `dryRun` reports without changing anything.
+#[utoipa::path(post, path = "/api/dream-cycle", tag = "dream", request_body(content = DreamRequest, description = "Optional; an empty body takes the defaults"),
+    responses(
+        (status = 200, description = "What the cycle did, or would do", body = DreamReport),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn dream_cycle(engine: &Engine, actor: &str, request: DreamRequest) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.dream(request, actor).await?))
+}
+
+/// Detected conflicts, with both memories and the reason, newest first.
+#[utoipa::path(get, path = "/api/conflicts", tag = "dream", params(ConflictQuery),
+    responses(
+        (status = 200, description = "Conflicts", body = ConflictList),
+        (status = 422, description = "`status` is not open, resolved or all", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn list_conflicts(engine: &Engine, query: ConflictQuery) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.list_conflicts(query.status).await?))
+}
+
+/// Settles a conflict: `keep` one memory (the other is archived), `keepBoth` (both become
+/// active), or `merge` them into a new memory (both are archived).
+#[utoipa::path(post, path = "/api/conflicts/{id}/resolve", tag = "dream", request_body = ConflictResolution,
+    params(("id" = String, Path, description = "A conflict id (`cfl_…`)")),
+    responses(
+        (status = 200, description = "The resolved conflict", body = Conflict),
+        (status = 404, description = "No such conflict (`CONFLICT_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 409, description = "The conflict is resolved already (`CONFLICT`)", body = ErrorEnvelope),
+        (status = 422, description = "The resolution is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn resolve_conflict(
+    engine: &Engine,
+    actor: &str,
+    id: &str,
+    resolution: ConflictResolution,
+) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.resolve_conflict(id, resolution, actor).await?))
 }
 
 /// A page of a list.

@@ -26,7 +26,8 @@ use crate::routes::ROUTES;
         list_memories, create_memory, get_memory, update_memory, archive_memory, search, context,
         coding_context, guard, outcome, patch_evidence, get_evidence, evidence_pack, review_queue,
         approve, reject, audit_log, list_connectors, add_connector, get_connector, remove_connector,
-        sync_connector, connector_health, health, openapi,
+        sync_connector, connector_health, dream_cycle, list_conflicts, resolve_conflict, health,
+        openapi,
     ),
     tags(
         (name = "memories", description = "Store, read, change and archive memories"),
@@ -34,6 +35,7 @@ use crate::routes::ROUTES;
         (name = "guards", description = "Check an action before running it"),
         (name = "evidence", description = "Outcomes, patch evidence and evidence packs"),
         (name = "connectors", description = "Folders and git repositories imported as memories"),
+        (name = "dream", description = "The dream cycle and conflicts"),
         (name = "governance", description = "The review queue and the audit log"),
         (name = "system", description = "Health and this document"),
     )

@@ -34,6 +34,9 @@ pub enum Operation {
     RemoveConnector,
     SyncConnector,
     ConnectorHealth,
+    DreamCycle,
+    ListConflicts,
+    ResolveConflict,
     Health,
     OpenApi,
 }
@@ -54,6 +57,7 @@ impl Operation {
             | Operation::ListConnectors
             | Operation::GetConnector
             | Operation::ConnectorHealth
+            | Operation::ListConflicts
             | Operation::Health
             | Operation::OpenApi => Role::Read,
             Operation::CreateMemory
@@ -66,7 +70,9 @@ impl Operation {
             | Operation::AuditLog
             | Operation::AddConnector
             | Operation::RemoveConnector
-            | Operation::SyncConnector => Role::Admin,
+            | Operation::SyncConnector
+            | Operation::DreamCycle
+            | Operation::ResolveConflict => Role::Admin,
         }
     }
 
@@ -83,7 +89,9 @@ impl Operation {
             | Operation::Reject
             | Operation::AddConnector
             | Operation::RemoveConnector
-            | Operation::SyncConnector => RateClass::Write,
+            | Operation::SyncConnector
+            | Operation::DreamCycle
+            | Operation::ResolveConflict => RateClass::Write,
             Operation::ListMemories
             | Operation::EvidencePack
             | Operation::ReviewQueue
@@ -91,6 +99,7 @@ impl Operation {
             | Operation::ListConnectors
             | Operation::GetConnector
             | Operation::ConnectorHealth
+            | Operation::ListConflicts
             | Operation::GetMemory
             | Operation::Guard
             | Operation::GetEvidence
@@ -204,6 +213,21 @@ pub const ROUTES: &[Route] = &[
         path: "/api/connectors/{id}/health",
         operations: &[(Method::GET, Operation::ConnectorHealth)],
         allow: "GET",
+    },
+    Route {
+        path: "/api/dream-cycle",
+        operations: &[(Method::POST, Operation::DreamCycle)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/conflicts",
+        operations: &[(Method::GET, Operation::ListConflicts)],
+        allow: "GET",
+    },
+    Route {
+        path: "/api/conflicts/{id}/resolve",
+        operations: &[(Method::POST, Operation::ResolveConflict)],
+        allow: "POST",
     },
     Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },
     Route { path: "/openapi.json", operations: &[(Method::GET, Operation::OpenApi)], allow: "GET" },

@@ -41,6 +41,9 @@ pub(crate) struct ServeArgs {
     /// Context packs and searches a minute per principal (0: unlimited).
     #[arg(long, env = "SERVICE_RATE_LIMIT_CONTEXT", default_value_t = 200)]
     rate_limit_context: u32,
+    /// Run the dream cycle on this schedule, e.g. `6h` or `30m` [default: never].
+    #[arg(long, env = "SERVICE_DREAM_EVERY", value_parser = humantime::parse_duration)]
+    dream_every: Option<std::time::Duration>,
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -85,9 +88,32 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     tracing::info!(database = %database.display(), profile = %args.profile, "storage ready");
     println!("cairn listening on http://{local}");
+    let dreams =
+        args.dream_every.map(|every| tokio::spawn(dream_on_schedule(engine.clone(), every)));
     cairn_server::serve(listener, services, ServerConfig::default(), shutdown_signal()).await?;
+    if let Some(dreams) = dreams {
+        dreams.abort();
+    }
     engine.settled().await;
     Ok(())
+}
+
+/// Runs the dream cycle every `every`, as `system:dream`, until the daemon stops.
+async fn dream_on_schedule(engine: Engine, every: std::time::Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        ticks.tick().await;
+        match engine.dream(cairn_types::DreamRequest::default(), "system:dream").await {
+            Ok(report) => tracing::info!(
+                merged = report.merged.len(),
+                staled = report.staled.len(),
+                conflicts = report.conflicts.len(),
+                "dream cycle done"
+            ),
+            Err(error) => tracing::error!(%error, "dream cycle failed"),
+        }
+    }
 }
 
 fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Option<JwtVerifier>> {

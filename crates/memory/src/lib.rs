@@ -5,7 +5,9 @@
 //! the benchmarks all call it directly. Storage is any [`Store`].
 
 mod connectors;
+mod consolidate;
 mod context;
+mod dream;
 mod guard;
 mod rank;
 mod sources;
@@ -45,6 +47,10 @@ pub enum Error {
     MemoryNotFound(String),
     #[error("no patch evidence has the id `{0}`")]
     EvidenceNotFound(String),
+    #[error("no conflict has the id `{0}`")]
+    ConflictNotFound(String),
+    #[error("conflict `{0}` is resolved already")]
+    ConflictResolved(String),
     #[error("no connector has the id `{0}`")]
     ConnectorNotFound(String),
     #[error("connector `{0}` is syncing already; wait for it to finish")]

@@ -5,6 +5,7 @@
 //! tokio's blocking threads, never on the async workers.
 
 mod audit;
+mod conflicts;
 mod connectors;
 mod keys;
 mod migrations;

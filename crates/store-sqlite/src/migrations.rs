@@ -120,6 +120,20 @@ const MIGRATIONS: &[&str] = &[
         content_hash TEXT NOT NULL,
         PRIMARY KEY (connector_id, key)
     ) WITHOUT ROWID;
+
+    CREATE TABLE conflicts (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        first_id TEXT NOT NULL,
+        second_id TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        status TEXT NOT NULL,
+        detected_at INTEGER NOT NULL,
+        resolution TEXT,
+        resolved_at INTEGER,
+        UNIQUE (first_id, second_id)
+    );
     "#,
 ];
 

@@ -12,7 +12,8 @@ use cairn_types::{
 };
 
 use crate::{
-    Audit, AuditFilter, ConnectorItem, ItemUpdate, MemoryChange, MemoryFilter, Store, SyncBatch,
+    Audit, AuditFilter, ConflictRecord, ConnectorItem, ItemUpdate, MemoryChange, MemoryFilter,
+    Store, SyncBatch,
 };
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
@@ -36,6 +37,7 @@ where
     every_change_is_audited(open_store().await).await;
     outcomes_and_evidence_are_found_by_task(open_store().await).await;
     connectors_keep_their_items_in_step(open_store().await).await;
+    conflicts_are_recorded_once_and_resolved_once(open_store().await).await;
 }
 
 /// A memory for tests, created at `millis`.
@@ -537,4 +539,44 @@ async fn connectors_keep_their_items_in_step(store: Arc<dyn Store>) {
     assert!(!store.delete_connector(&connector.id).await.unwrap());
     assert!(store.connector_items(&connector.id).await.unwrap().is_empty());
     assert_eq!(store.get_connector(&connector.id).await.unwrap(), None);
+}
+
+async fn conflicts_are_recorded_once_and_resolved_once(store: Arc<dyn Store>) {
+    let record = |id: &str, first: &str, second: &str| ConflictRecord {
+        id: id.to_owned(),
+        first_id: first.to_owned(),
+        second_id: second.to_owned(),
+        subject: "package manager".to_owned(),
+        reason: "pnpm against npm".to_owned(),
+        status: "open".to_owned(),
+        detected_at: Timestamp::from_millis(1),
+        resolution: None,
+        resolved_at: None,
+    };
+    let stored = store
+        .insert_conflicts(&[record("cfl_1", "mem_a", "mem_b"), record("cfl_2", "mem_a", "mem_c")])
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 2);
+    let again = store.insert_conflicts(&[record("cfl_3", "mem_a", "mem_b")]).await.unwrap();
+    assert!(again.is_empty(), "a pair is recorded once");
+    assert!(store.conflict_exists("mem_a", "mem_b").await.unwrap());
+    assert!(!store.conflict_exists("mem_b", "mem_c").await.unwrap());
+    let listed = store.list_conflicts(Some("open")).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["cfl_2", "cfl_1"],
+        "newest first"
+    );
+    assert!(store.resolve_conflict("cfl_1", "keepBoth", Timestamp::from_millis(2)).await.unwrap());
+    assert!(!store.resolve_conflict("cfl_1", "keepBoth", Timestamp::from_millis(3)).await.unwrap());
+    let resolved = store.get_conflict("cfl_1").await.unwrap().unwrap();
+    assert_eq!(
+        (resolved.status.as_str(), resolved.resolution.as_deref()),
+        ("resolved", Some("keepBoth"))
+    );
+    assert_eq!(resolved.resolved_at, Some(Timestamp::from_millis(2)));
+    assert_eq!(store.list_conflicts(Some("open")).await.unwrap().len(), 1);
+    assert_eq!(store.list_conflicts(None).await.unwrap().len(), 2);
+    assert_eq!(store.get_conflict("cfl_nope").await.unwrap(), None);
 }

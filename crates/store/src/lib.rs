@@ -160,9 +160,9 @@ pub trait MemoryStore: Send + Sync {
 }
 
 /// Everything Cairn stores, for code that holds one backend.
-pub trait Store: MemoryStore + KeyStore + ConnectorStore {}
+pub trait Store: MemoryStore + KeyStore + ConnectorStore + ConflictStore {}
 
-impl<T: MemoryStore + KeyStore + ConnectorStore> Store for T {}
+impl<T: MemoryStore + KeyStore + ConnectorStore + ConflictStore> Store for T {}
 
 /// Storage for API keys. Keys are looked up by the SHA-256 of the presented key.
 #[async_trait]
@@ -235,4 +235,38 @@ pub trait ConnectorStore: Send + Sync {
         at: Timestamp,
         actor: &str,
     ) -> Result<()>;
+}
+
+/// A conflict as stored; its memories are read fresh when it is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictRecord {
+    pub id: String,
+    /// The pair, ordered so that `first_id < second_id`.
+    pub first_id: String,
+    pub second_id: String,
+    pub subject: String,
+    pub reason: String,
+    /// `open` or `resolved`.
+    pub status: String,
+    pub detected_at: Timestamp,
+    pub resolution: Option<String>,
+    pub resolved_at: Option<Timestamp>,
+}
+
+/// Storage for detected conflicts.
+#[async_trait]
+pub trait ConflictStore: Send + Sync {
+    /// Stores conflicts, skipping pairs recorded before (open or resolved); returns those stored.
+    async fn insert_conflicts(&self, conflicts: &[ConflictRecord]) -> Result<Vec<ConflictRecord>>;
+
+    /// Whether this pair (ordered) was recorded before.
+    async fn conflict_exists(&self, first_id: &str, second_id: &str) -> Result<bool>;
+
+    /// Conflicts with this status (all when `None`), newest first.
+    async fn list_conflicts(&self, status: Option<&str>) -> Result<Vec<ConflictRecord>>;
+
+    async fn get_conflict(&self, id: &str) -> Result<Option<ConflictRecord>>;
+
+    /// Marks an open conflict resolved; false when it is not open.
+    async fn resolve_conflict(&self, id: &str, resolution: &str, at: Timestamp) -> Result<bool>;
 }

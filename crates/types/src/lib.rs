@@ -7,6 +7,7 @@
 mod auth;
 mod connector;
 mod context;
+mod dream;
 mod error;
 mod governance;
 mod guard;
@@ -22,6 +23,10 @@ pub use connector::{
     SyncProgress, SyncReport,
 };
 pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
+pub use dream::{
+    Conflict, ConflictList, ConflictQuery, ConflictResolution, DreamReport, DreamRequest,
+    MergeGroup, ResolutionAction,
+};
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
 pub use governance::{AuditEntry, AuditList, AuditQuery};
 pub use guard::{GuardFinding, GuardRequest, GuardResult};
