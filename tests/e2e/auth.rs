@@ -64,6 +64,33 @@ async fn api_keys_authenticate_and_roles_authorize() {
     // Keys created and revoked while the daemon runs take effect at once.
     let (_, writer) = create_key(directory.path(), "write");
     assert_eq!(post_memory(&daemon, &[("x-api-key", &writer)]).await.status, 201);
+    let connector = Body::Json(json!({"kind": "folder", "path": directory.path()}));
+    let admin_only = daemon
+        .request_with(Method::POST, "/api/connectors", connector, &[("x-api-key", &writer)])
+        .await;
+    assert!(admin_only.assert_error(403, "FORBIDDEN").contains("`admin` role"));
+    let audit = daemon
+        .request_with(Method::GET, "/api/governance/audit", Body::None, &[("x-api-key", &writer)])
+        .await;
+    audit.assert_error(403, "FORBIDDEN");
+    let by_admin = daemon
+        .request_with(Method::GET, "/api/governance/audit", Body::None, &[("x-api-key", &admin)])
+        .await;
+    assert_eq!(by_admin.status, 200);
+    let actors: Vec<&str> = by_admin.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["actor"].as_str().unwrap())
+        .collect();
+    assert!(
+        actors.iter().all(|actor| actor.starts_with("key:key_")),
+        "the audit log names the key: {actors:?}"
+    );
+    let conflicts = daemon
+        .request_with(Method::GET, "/api/conflicts", Body::None, &[("x-api-key", &read)])
+        .await;
+    assert_eq!(conflicts.status, 200, "readers see conflicts");
     let revoked = run_cairn(directory.path(), "keys", &["revoke", &read_id], &[]);
     assert!(revoked.status.success());
     let after = daemon
