@@ -109,6 +109,11 @@ impl Daemon {
             .arg(data_dir)
             .env_remove("SERVICE_PORT")
             .env_remove("SERVICE_DATA_DIR")
+            // The limiter stays on its path, with limits no load generator reaches: the
+            // throughput figure measures the HTTP stack, not the limits.
+            .env("SERVICE_RATE_LIMIT_READ", "1000000000")
+            .env("SERVICE_RATE_LIMIT_WRITE", "1000000000")
+            .env("SERVICE_RATE_LIMIT_CONTEXT", "1000000000")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file)

@@ -18,7 +18,7 @@ pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Re
     let budget = validate::token_budget(request.token_budget)?;
     let candidates = engine
         .store
-        .search_memories(&text::terms(&task), &MemoryFilter::default(), rank::CANDIDATES)
+        .search_memories(&text::terms(&task), &MemoryFilter::default(), candidates_for(budget))
         .await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
@@ -44,7 +44,7 @@ pub(crate) async fn coding_context(
     }
     let candidates = engine
         .store
-        .search_memories(&text::terms(&query), &MemoryFilter::default(), rank::CANDIDATES)
+        .search_memories(&text::terms(&query), &MemoryFilter::default(), candidates_for(budget))
         .await?;
     let boost = |memory: &Memory| -> f64 {
         file_names.iter().map(|names| names.mention_weight(&memory.content)).fold(0.0, f64::max)
@@ -70,6 +70,12 @@ pub(crate) async fn coding_context(
         })
         .collect();
     Ok(CodingContext { pack, files: file_contexts })
+}
+
+/// How many candidates to rank for a budget: enough for entries of 15 tokens on average to
+/// fill it, within bounds. A short entry is about 10 tokens, a typical one 25 or more.
+fn candidates_for(budget: u32) -> u32 {
+    (budget / 15).clamp(30, rank::CANDIDATES)
 }
 
 /// Marks the memories as recalled after the response: the write is bookkeeping, so the

@@ -285,7 +285,7 @@ impl Engine {
             include_archived: false,
         };
         let terms = text::terms(&q);
-        let candidates = self.store.search_memories(&terms, &filter, rank::CANDIDATES).await?;
+        let candidates = self.store.search_memories(&terms, &filter, limit.max(50)).await?;
         let ranked = rank::rank(candidates, &rank::Preferences::default(), Timestamp::now());
         let hits = ranked
             .into_iter()

@@ -19,8 +19,8 @@ use std::cmp::Ordering;
 use cairn_store::TextMatch;
 use cairn_types::{Memory, Scope, Status, Timestamp};
 
-/// How many full-text candidates are ranked for one request.
-pub(crate) const CANDIDATES: u32 = 100;
+/// The most full-text candidates ranked for one request.
+pub(crate) const CANDIDATES: u32 = 200;
 
 const DAY_MILLIS: f64 = 86_400_000.0;
 const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;

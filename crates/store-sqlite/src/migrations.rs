@@ -99,7 +99,6 @@ const MIGRATIONS: &[&str] = &[
         after TEXT
     );
     CREATE INDEX audit_by_memory ON audit_log (memory_id);
-    CREATE INDEX audit_by_actor ON audit_log (actor);
 
     CREATE TABLE connectors (
         rowid INTEGER PRIMARY KEY,
