@@ -101,3 +101,25 @@ async fn concurrent_writers_lose_nothing() {
     assert_eq!(daemon.get("/api/memories?limit=500").await.body["total"], 200);
     assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 200);
 }
+
+#[tokio::test]
+async fn the_solo_profile_refuses_web_pages_of_other_sites() {
+    let daemon = Daemon::start();
+    let post = |headers: &'static [(&'static str, &'static str)]| {
+        let body = Body::Json(json!({"content": "planted by a web page", "scope": "global"}));
+        daemon.request_with(Method::POST, "/api/memories", body, headers)
+    };
+    let cross_site = post(&[("origin", "https://attacker.example")]).await;
+    assert!(cross_site.assert_error(403, "FORBIDDEN").contains("Origin"));
+    post(&[("origin", "null")]).await.assert_error(403, "FORBIDDEN");
+    let rebound = post(&[("host", "attacker.example:8787")]).await;
+    assert!(rebound.assert_error(403, "FORBIDDEN").contains("localhost"));
+    assert_eq!(
+        post(&[("origin", "http://localhost:3000")]).await.status,
+        201,
+        "local pages may call"
+    );
+    assert_eq!(daemon.get("/api/memories").await.body["total"], 1);
+    let stray = daemon.get("/api/health?verbose=1").await;
+    assert!(stray.assert_error(422, "VALIDATION_ERROR").contains("no query parameters"));
+}

@@ -88,6 +88,42 @@ impl Authenticator {
         Authenticator { config, keys }
     }
 
+    /// In the solo profile, refuses requests a web page could have made: addressed to another
+    /// host name (DNS rebinding) or sent from a page that is not on this machine (cross-site
+    /// requests carry an `Origin`). Agents, curl and local tools pass.
+    pub(crate) fn check_local(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), ApiError> {
+        if self.config.profile != Profile::Solo {
+            return Ok(());
+        }
+        let host = headers
+            .get(http::header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .or(uri.authority().map(|a| a.as_str()));
+        if let Some(host) = host.filter(|host| !is_loopback_authority(host)) {
+            return Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!("the solo profile answers requests to localhost only, not to `{host}`"),
+            ));
+        }
+        let origin =
+            headers.get(http::header::ORIGIN).map(|origin| origin.to_str().unwrap_or("invalid"));
+        if let Some(origin) = origin {
+            let local = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"))
+                .is_some_and(is_loopback_authority);
+            if !local {
+                return Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "the solo profile refuses requests from web pages of other sites (Origin `{origin}`)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) async fn authenticate(
         &self,
         headers: &HeaderMap,
@@ -147,6 +183,16 @@ impl Authenticator {
     }
 }
 
+/// `localhost`, `127.0.0.1`, `[::1]` (any 127.x address), with or without a port.
+fn is_loopback_authority(authority: &str) -> bool {
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+}
+
 fn unauthorized(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::Unauthorized, message)
 }
@@ -176,6 +222,30 @@ pub fn new_api_key(role: Role, name: Option<String>) -> (String, ApiKey) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_authorities_are_recognised() {
+        for local in [
+            "localhost",
+            "localhost:8787",
+            "127.0.0.1",
+            "127.0.0.1:80",
+            "[::1]:8787",
+            "[::1]",
+            "127.3.4.5:1",
+        ] {
+            assert!(is_loopback_authority(local), "{local}");
+        }
+        for remote in [
+            "example.com",
+            "attacker.example:8787",
+            "10.0.0.1:8787",
+            "localhost.evil.com",
+            "[::2]:80",
+        ] {
+            assert!(!is_loopback_authority(remote), "{remote}");
+        }
+    }
 
     #[test]
     fn keys_are_random_and_stored_hashed() {

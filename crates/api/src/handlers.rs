@@ -36,7 +36,20 @@ where
     let id = id.unwrap_or_default();
     let actor = principal.id.as_str();
     let (parts, body) = request.into_parts();
-    let query = parts.uri.query();
+    let query = parts.uri.query().filter(|query| !query.is_empty());
+    let takes_query = matches!(
+        operation,
+        Operation::ListMemories
+            | Operation::Search
+            | Operation::ReviewQueue
+            | Operation::AuditLog
+            | Operation::ListConflicts
+    );
+    if let (Some(query), false) = (query, takes_query) {
+        return Err(ApiError::validation(format!(
+            "query: this operation takes no query parameters, got `{query}`"
+        )));
+    }
     // Reads and parses the body; only operations that take one call it.
     let input = async |body: B| -> Result<_, ApiError> {
         read_body(&parts.headers, body, inner.config.max_body_bytes).await

@@ -87,6 +87,9 @@ impl MemoryApi {
         B: http_body::Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        if let Err(error) = self.inner.authenticator.check_local(request.headers(), request.uri()) {
+            return error.into_response();
+        }
         let client = request.extensions().get::<ClientAddr>().map(|client| client.0.ip());
         let principal = match self.inner.authenticator.authenticate(request.headers(), client).await
         {

@@ -34,6 +34,16 @@ impl RunningSyncs {
     fn set(&self, id: &str, progress: SyncProgress) {
         self.progress.lock().expect("sync progress lock").insert(id.to_owned(), progress);
     }
+
+    /// Claims the connector for a sync or a removal; one at a time.
+    fn claim(&self, id: &str) -> Result<SyncGuard<'_>> {
+        let mut running = self.progress.lock().expect("sync progress lock");
+        if running.contains_key(id) {
+            return Err(Error::SyncRunning(id.to_owned()));
+        }
+        running.insert(id.to_owned(), SyncProgress { done: 0, total: 0 });
+        Ok(SyncGuard { running: self, id: id.to_owned() })
+    }
 }
 
 /// Marks a sync as running for as long as it lives.
@@ -128,9 +138,7 @@ impl Engine {
     /// Removes a connector. Its memories are archived, not deleted, so they can be restored.
     pub async fn remove_connector(&self, id: &str, actor: &str) -> Result<RemovedConnector> {
         self.get_connector(id).await?;
-        if self.syncs.get(id).is_some() {
-            return Err(Error::SyncRunning(id.to_owned()));
-        }
+        let _claim = self.syncs.claim(id)?;
         let removals = self.store.connector_items(id).await?;
         let archived = self.store.connector_memory_count(id).await?;
         for chunk in removals.chunks(BATCH) {
@@ -144,15 +152,9 @@ impl Engine {
     /// Reads the source and brings the connector's memories in step with it. A failure to read
     /// the source is reported (and kept for the health check), not raised.
     pub async fn sync_connector(&self, id: &str, actor: &str) -> Result<SyncReport> {
+        let _claim = self.syncs.claim(id)?;
+        // Read after claiming: a removal that finished first leaves nothing to sync.
         let connector = self.get_connector(id).await?;
-        let _guard = {
-            let mut running = self.syncs.progress.lock().expect("sync progress lock");
-            if running.contains_key(id) {
-                return Err(Error::SyncRunning(id.to_owned()));
-            }
-            running.insert(id.to_owned(), SyncProgress { done: 0, total: 0 });
-            SyncGuard { running: &self.syncs, id: id.to_owned() }
-        };
         let started_at = Timestamp::now();
         let mut report = SyncReport {
             started_at,

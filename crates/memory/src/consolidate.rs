@@ -34,6 +34,7 @@ impl Engine {
                 reason: "must be from 0.5 to 1".to_owned(),
             });
         }
+        let _decision = self.decisions.lock().await;
         let started_at = Timestamp::now();
         let memories = self.all_live_memories().await?;
         let examined = memories.len() as u64;
@@ -139,15 +140,17 @@ impl Engine {
         })
     }
 
+    /// Every memory that is not archived, each once (pages shift while memories are added).
     async fn all_live_memories(&self) -> Result<Vec<Memory>> {
-        let mut memories = Vec::new();
+        let mut memories: Vec<Memory> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut offset = 0;
         loop {
-            let page = self
-                .store
-                .list_memories(&MemoryFilter::default(), PAGE, memories.len() as u64)
-                .await?;
+            let page = self.store.list_memories(&MemoryFilter::default(), PAGE, offset).await?;
             let done = page.memories.len() < PAGE as usize;
-            memories.extend(page.memories);
+            offset += page.memories.len() as u64;
+            memories
+                .extend(page.memories.into_iter().filter(|memory| seen.insert(memory.id.clone())));
             if done {
                 return Ok(memories);
             }
@@ -231,6 +234,7 @@ impl Engine {
         resolution: ConflictResolution,
         actor: &str,
     ) -> Result<Conflict> {
+        let _decision = self.decisions.lock().await;
         let record = self
             .store
             .get_conflict(id)

@@ -32,7 +32,7 @@ pub(crate) async fn coding_context(
     request: CodingContextRequest,
 ) -> Result<CodingContext> {
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
-    let files = validate::string_list("files", request.files)?;
+    let files = validate::paths("files", request.files)?;
     let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
     let budget = validate::token_budget(request.token_budget)?;
 
@@ -150,6 +150,9 @@ pub(crate) fn format_entry(memory: &Memory) -> String {
     entry
 }
 
+/// How many of a file's directories, nearest first, a memory may name to count as about it.
+const MAX_DIRECTORIES: usize = 8;
+
 /// The names a memory may use for a file: its path, its file name, its directories.
 struct FileNames {
     path: String,
@@ -164,8 +167,10 @@ impl FileNames {
         let path = path.trim().trim_start_matches("./").to_owned();
         let parts: Vec<&str> = path.split('/').filter(|part| !part.is_empty()).collect();
         let file_name = parts.last().copied().unwrap_or_default().to_owned();
+        // The nearest directories say most about a file; deep paths keep only those.
+        let first = parts.len().saturating_sub(MAX_DIRECTORIES + 1).max(1);
         let directories =
-            (1..parts.len()).map(|end| format!("{}/", parts[..end].join("/"))).collect();
+            (first..parts.len()).map(|end| format!("{}/", parts[..end].join("/"))).collect();
         let words = parts.join(" ").replace(['.', '_', '-'], " ");
         FileNames { path, file_name, directories, words }
     }

@@ -99,7 +99,11 @@ fn rule(code: &'static str, severity: Severity, pattern: &str, message: &'static
 
 /// `rm` with a recursive flag, in any spelling (`-rf`, `-fr`, `-r -f`, `--recursive`).
 const RM_RECURSIVE: &str =
-    r"\brm\s+(?:-[a-z]*\s+)*(?:-[a-z]*r[a-z]*|--recursive)\s+(?:-[a-z-]+\s+)*";
+    r"\brm\s+(?:--?[a-z-]*\s+)*(?:-[a-z]*r[a-z]*|--recursive)\s+(?:-[a-z-]+\s+)*";
+/// A force flag of `git push`.
+const FORCE: &str = r"(?:--force(?:-with-lease)?|-[a-z]*f[a-z]*)";
+/// Branches nobody should rewrite.
+const PROTECTED: &str = r"(?:main|master|production|prod|release|trunk|develop)";
 /// The end of a shell word.
 const WORD_END: &str = r#"(?:\s|$|;|&|\||\)|["'])"#;
 
@@ -109,7 +113,7 @@ static BUILT_IN_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         rule(
             "DESTRUCTIVE_DELETE",
             Block,
-            &format!(r#"{RM_RECURSIVE}["']?(?:/\*?|~/?|\$HOME/?|\.\.?/?|\*){WORD_END}"#),
+            &format!(r#"{RM_RECURSIVE}["']?(?:/\*?|~/?\*?|\$HOME/?\*?|\.\.?/?\*?|\*){WORD_END}"#),
             "recursive delete of the root, home, current or parent directory",
         ),
         rule(
@@ -122,7 +126,7 @@ static BUILT_IN_RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "FORCE_PUSH_PROTECTED",
             Block,
             &format!(
-                r"\bgit\s+push\b(?:.*\s(?:--force(?:-with-lease)?|-[a-z]*f[a-z]*)(?:\s|=).*\s\+?(?:\S+:)?(?:main|master|production|prod|release|trunk|develop){WORD_END}|.*\s\+(?:\S+:)?(?:main|master|production|prod|release|trunk|develop){WORD_END})"
+                r"\bgit\s+push\b(?:.*\s{FORCE}(?:\s|=).*\s\+?(?:\S+:)?{PROTECTED}{WORD_END}|.*\s\+?(?:\S+:)?{PROTECTED}\s(?:.*\s)?{FORCE}(?:\s|=|$)|.*\s\+(?:\S+:)?{PROTECTED}{WORD_END})"
             ),
             "force-push to a protected branch rewrites history others depend on",
         ),
@@ -269,6 +273,17 @@ mod tests {
             ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]
         );
         assert_eq!(built_in("git push origin +main"), ["FORCE_PUSH_PROTECTED"]);
+        assert_eq!(
+            built_in("git push origin main --force"),
+            ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]
+        );
+        assert_eq!(built_in("git push origin master -f"), ["FORCE_PUSH_PROTECTED", "FORCE_PUSH"]);
+        assert_eq!(
+            built_in("rm --force --recursive /"),
+            ["DESTRUCTIVE_DELETE", "RECURSIVE_DELETE"]
+        );
+        assert_eq!(built_in("rm -rf ~/*"), ["DESTRUCTIVE_DELETE", "RECURSIVE_DELETE"]);
+        assert_eq!(built_in("rm -rf ./*"), ["DESTRUCTIVE_DELETE", "RECURSIVE_DELETE"]);
         assert_eq!(built_in("git push --force origin feature/login"), ["FORCE_PUSH"]);
         assert_eq!(built_in("psql -c 'DROP TABLE users;'"), ["DROP_TABLE"]);
         assert_eq!(

@@ -75,6 +75,9 @@ pub struct Engine {
     /// Held shared by each recall write in flight; taken exclusively to wait for them all.
     recall_writes: Arc<tokio::sync::RwLock<()>>,
     syncs: Arc<connectors::RunningSyncs>,
+    /// Held by decisions that check a state before changing it (archive, approve, reject,
+    /// resolve, the dream cycle), so two of them never act on the same stale check.
+    decisions: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Engine {
@@ -87,6 +90,7 @@ impl Engine {
             entry_tokens: Arc::default(),
             recall_writes: Arc::default(),
             syncs: Arc::default(),
+            decisions: Arc::default(),
         }
     }
 
@@ -183,6 +187,7 @@ impl Engine {
 
     /// Archives a memory: it leaves lists, retrieval and guards until it is restored.
     pub async fn archive_memory(&self, id: &str, actor: &str) -> Result<Memory> {
+        let _decision = self.decisions.lock().await;
         let current = self.get_memory(id).await?;
         if current.archived_at.is_some() {
             return Ok(current);
@@ -231,6 +236,7 @@ impl Engine {
     }
 
     async fn decide(&self, id: &str, actor: &str, action: &str) -> Result<Memory> {
+        let _decision = self.decisions.lock().await;
         let current = self.get_memory(id).await?;
         if current.status != Status::Review || current.archived_at.is_some() {
             let state = match current.archived_at {

@@ -15,16 +15,33 @@ pub(crate) fn warm_up() {
 /// Token counts of context-pack entries, by memory and version.
 #[derive(Default)]
 pub(crate) struct EntryTokens {
-    counts: Mutex<HashMap<String, (Timestamp, Scope, usize)>>,
+    counts: Mutex<HashMap<String, (Version, usize)>>,
 }
 
 const MAX_CACHED_ENTRIES: usize = 500_000;
 
+/// What an entry's text depends on: the scope and the content (hashed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Version {
+    updated_at: Timestamp,
+    scope: Scope,
+    content: u64,
+}
+
+impl Version {
+    fn of(memory: &Memory) -> Version {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        memory.content.hash(&mut hasher);
+        Version { updated_at: memory.updated_at, scope: memory.scope, content: hasher.finish() }
+    }
+}
+
 impl EntryTokens {
     pub(crate) fn get(&self, memory: &Memory) -> Option<usize> {
         let counts = self.counts.lock().expect("token cache lock");
-        let &(version, scope, count) = counts.get(&memory.id)?;
-        (version == memory.updated_at && scope == memory.scope).then_some(count)
+        let &(version, count) = counts.get(&memory.id)?;
+        (version == Version::of(memory)).then_some(count)
     }
 
     pub(crate) fn insert(&self, memory: &Memory, count: usize) -> usize {
@@ -32,7 +49,7 @@ impl EntryTokens {
         if counts.len() >= MAX_CACHED_ENTRIES {
             counts.clear();
         }
-        counts.insert(memory.id.clone(), (memory.updated_at, memory.scope, count));
+        counts.insert(memory.id.clone(), (Version::of(memory), count));
         count
     }
 }

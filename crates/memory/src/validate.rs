@@ -123,6 +123,22 @@ pub(crate) fn string_list(field: &'static str, items: Vec<String>) -> Result<Vec
     Ok(items)
 }
 
+/// File paths: at most 200, each 1 to 1024 bytes.
+pub(crate) fn paths(field: &'static str, paths: Vec<String>) -> Result<Vec<String>> {
+    const MAX_PATHS: usize = 200;
+    const MAX_PATH_BYTES: usize = 1024;
+    if paths.len() > MAX_PATHS {
+        return Err(invalid(field, format!("has {} paths; the limit is {MAX_PATHS}", paths.len())));
+    }
+    if paths.iter().any(|path| path.trim().is_empty() || path.len() > MAX_PATH_BYTES) {
+        return Err(invalid(
+            field,
+            format!("each path must be non-empty and at most {MAX_PATH_BYTES} bytes"),
+        ));
+    }
+    Ok(paths)
+}
+
 pub(crate) fn token_budget(budget: Option<u32>) -> Result<u32> {
     let budget = budget.unwrap_or(crate::DEFAULT_TOKEN_BUDGET);
     if budget == 0 || budget > crate::MAX_TOKEN_BUDGET {

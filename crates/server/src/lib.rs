@@ -11,7 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_api::{ClientAddr, MemoryApi, ResponseBody};
+use cairn_api::{ApiError, ClientAddr, MemoryApi, ResponseBody};
+use cairn_types::ErrorCode;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -74,6 +75,11 @@ pub async fn serve(
     let connection_slots = Arc::new(Semaphore::new(config.max_connections));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10));
     let mut shutdown = std::pin::pin!(shutdown);
 
     loop {
@@ -99,13 +105,28 @@ pub async fn serve(
         let services = services.clone();
         let service = service_fn(move |request| {
             let services = services.clone();
-            async move { Ok::<_, Infallible>(services.handle(request, peer).await) }
+            async move {
+                // A handler runs to completion even when its client goes away, so a write
+                // that was committed also finishes what follows it.
+                let handled = tokio::spawn(async move { services.handle(request, peer).await });
+                Ok::<_, Infallible>(handled.await.unwrap_or_else(|error| {
+                    tracing::error!(%error, "request handler failed");
+                    ApiError::new(ErrorCode::InternalError, "internal error").into_response()
+                }))
+            }
         });
-        let connection =
-            builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
-        let connection = graceful.watch(connection);
+        let (builder, watcher, first_byte_timeout) =
+            (builder.clone(), graceful.watcher(), config.header_read_timeout);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            // The protocol is sniffed from the first bytes, before hyper's own header
+            // timeout starts: a client that connects and says nothing must not hold a slot.
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)).await {
+                Ok(Ok(read)) if read > 0 => {}
+                _ => return,
+            }
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            if let Err(error) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
             drop(permit);

@@ -209,7 +209,7 @@ impl ConnectorStore for SqliteStore {
         if live_change >= 0 {
             self.live_memories.fetch_add(live_change as u64, Ordering::Relaxed);
         } else {
-            self.live_memories.fetch_sub(live_change.unsigned_abs(), Ordering::Relaxed);
+            crate::subtract(&self.live_memories, live_change.unsigned_abs());
         }
         Ok(())
     }

@@ -237,6 +237,13 @@ fn read_memory(connection: &Connection, id: &str) -> Result<Option<Memory>> {
     row.transpose()
 }
 
+/// Takes `amount` from a counter, stopping at zero.
+pub(crate) fn subtract(counter: &AtomicU64, amount: u64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |value| {
+        Some(value.saturating_sub(amount))
+    });
+}
+
 /// Moves the write-ahead log into the database every second from a thread of its own, so no
 /// request pays for a checkpoint. PASSIVE never waits for readers or the writer. The thread
 /// ends when the store is dropped.
@@ -350,7 +357,7 @@ impl MemoryStore for SqliteStore {
             .await?;
         match &memory {
             Some(memory) if was_live && memory.archived_at.is_some() => {
-                self.live_memories.fetch_sub(1, Ordering::Relaxed);
+                subtract(&self.live_memories, 1);
             }
             Some(memory) if !was_live && memory.archived_at.is_none() => {
                 self.live_memories.fetch_add(1, Ordering::Relaxed);

@@ -29,17 +29,20 @@ const MIGRATIONS: &[&str] = &[
         content = 'memories', content_rowid = 'rowid',
         tokenize = 'porter unicode61 remove_diacritics 2'
     );
-    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    -- The full-text index holds live memories only: archiving takes a memory out, restoring
+    -- puts it back, so archived rows never crowd a search's scored window.
+    CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.archived_at IS NULL BEGIN
         INSERT INTO memories_fts (rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
     END;
-    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.archived_at IS NULL BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, content, tags)
         VALUES ('delete', old.rowid, old.content, old.tags);
     END;
-    CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEGIN
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags, archived_at ON memories BEGIN
         INSERT INTO memories_fts (memories_fts, rowid, content, tags)
-        VALUES ('delete', old.rowid, old.content, old.tags);
-        INSERT INTO memories_fts (rowid, content, tags) VALUES (new.rowid, new.content, new.tags);
+        SELECT 'delete', old.rowid, old.content, old.tags WHERE old.archived_at IS NULL;
+        INSERT INTO memories_fts (rowid, content, tags)
+        SELECT new.rowid, new.content, new.tags WHERE new.archived_at IS NULL;
     END;
 
     CREATE TABLE task_recalls (

@@ -245,6 +245,18 @@ async fn search_ranks_by_relevance_and_follows_edits(store: Arc<dyn Store>) {
     assert_eq!(tea.len(), 1);
     assert!(store.search_memories(&[], &MemoryFilter::default(), 10).await.unwrap().is_empty());
 
+    let restore = MemoryChange { archived_at: Some(None), ..Default::default() };
+    store
+        .update_memory(&archived.id, &restore, Timestamp::from_millis(3_500), &TEST_AUDIT)
+        .await
+        .unwrap();
+    let restored = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
+    assert_eq!(restored[0].memory.id, archived.id, "a restored memory is searchable again");
+    store
+        .update_memory(&archived.id, &archive, Timestamp::from_millis(3_600), &TEST_AUDIT)
+        .await
+        .unwrap();
+
     let unseen = vec!["zeppelin".to_owned()];
     assert!(store.search_memories(&unseen, &MemoryFilter::default(), 10).await.unwrap().is_empty());
     store
