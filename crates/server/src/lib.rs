@@ -106,10 +106,13 @@ pub async fn serve(
         let service = service_fn(move |request| {
             let services = services.clone();
             async move {
-                // A handler runs to completion even when its client goes away, so a write
-                // that was committed also finishes what follows it.
+                if request.method() == http::Method::GET {
+                    return Ok::<_, Infallible>(services.handle(request, peer).await);
+                }
+                // A handler that may write runs to completion even when its client goes
+                // away, so a committed write also finishes what follows it. Reads need not.
                 let handled = tokio::spawn(async move { services.handle(request, peer).await });
-                Ok::<_, Infallible>(handled.await.unwrap_or_else(|error| {
+                Ok(handled.await.unwrap_or_else(|error| {
                     tracing::error!(%error, "request handler failed");
                     ApiError::new(ErrorCode::InternalError, "internal error").into_response()
                 }))
