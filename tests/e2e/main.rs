@@ -8,5 +8,6 @@ mod governance;
 mod guards;
 mod memories;
 mod retrieval;
+mod retrieval_semantic;
 mod system;
 mod util;

@@ -15,6 +15,8 @@ tasks:
   openapi [--check]  regenerate docs/openapi.json from the code (--check: fail if it drifted)
   bench [ARGS]       release-build and run the benchmarks against DESIGN.md's budgets
                      (ARGS go to cairn-bench, e.g. --quick)
+  eval --data FILE   retrieval quality (recall@5/10, MRR) on LoCoMo-format conversations,
+                     full text, semantic and fused (options go to `cairn-bench eval`)
   tidy               layering, docs and file-header checks
 ";
 
@@ -28,6 +30,11 @@ fn main() -> anyhow::Result<()> {
         "ci" => ci(),
         "openapi" => openapi(rest.iter().any(|arg| arg == "--check")),
         "bench" => bench(&rest),
+        "eval" => {
+            let mut command = vec!["run", "--release", "--quiet", "-p", "cairn-bench", "--", "eval"];
+            command.extend(rest.iter().map(String::as_str));
+            cargo(&command, &[])
+        }
         "tidy" => tidy::run(&root),
         "" | "help" | "--help" | "-h" => {
             print!("{HELP}");

@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("cairn-store-sqlite", 2),
     ("cairn-memory", 2),
     ("cairn-api", 3),
+    ("cairn-embed", 3),
     ("cairn-runtime", 4),
     ("cairn-server", 5),
     ("cairn-client", 5),

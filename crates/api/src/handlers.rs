@@ -449,6 +449,8 @@ pub(crate) async fn health(inner: &Inner) -> Reply {
         memory_count: inner.engine.memory_count().await?,
         uptime,
         version: env!("CARGO_PKG_VERSION").to_owned(),
+        retrieval: inner.engine.retrieval().as_str().to_owned(),
+        embeddings_pending: inner.engine.embeddings_pending(),
     };
     Ok(json_response(StatusCode::OK, &health))
 }

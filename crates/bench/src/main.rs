@@ -8,11 +8,13 @@
 
 mod corpus;
 mod daemon;
+mod eval;
 mod http;
 mod inproc;
 mod stats;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -129,8 +131,33 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
     Ok(Some(options))
 }
 
+/// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N]`.
+fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
+    let mut options = eval::EvalOptions { data: PathBuf::new(), model_dir: None, hashing: false, budget: 500 };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--data" => options.data = PathBuf::from(value()?),
+            "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
+            "--budget" => options.budget = value()?.parse().context("--budget takes a number")?,
+            "--hashing" => options.hashing = true,
+            other => anyhow::bail!("unknown eval option `{other}`; see --help"),
+        }
+    }
+    anyhow::ensure!(!options.data.as_os_str().is_empty(), "eval needs --data FILE (LoCoMo JSON)");
+    Ok(options)
+}
+
 fn main() -> anyhow::Result<()> {
-    let Some(options) = parse_args(std::env::args().skip(1))? else {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|first| first == "eval") {
+        args.remove(0);
+        let options = eval_options(&args)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        return runtime.block_on(eval::run(options));
+    }
+    let Some(options) = parse_args(args.into_iter())? else {
         print!("{USAGE}");
         return Ok(());
     };

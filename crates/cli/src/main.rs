@@ -3,6 +3,7 @@
 mod client;
 mod connectors;
 mod keys;
+mod model;
 mod serve;
 
 use std::path::PathBuf;
@@ -24,6 +25,9 @@ enum Command {
     /// Creates, lists and revokes API keys (works while the daemon runs).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Installs the local embedding model.
+    #[command(subcommand)]
+    Model(model::ModelCommand),
     /// Adds, lists, syncs and removes connectors through the running daemon.
     #[command(subcommand)]
     Connectors(connectors::ConnectorsCommand),
@@ -73,5 +77,6 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => runtime.block_on(serve::run(args)),
         Command::Keys(command) => runtime.block_on(keys::run(command)),
         Command::Connectors(command) => runtime.block_on(connectors::run(command)),
+        Command::Model(command) => runtime.block_on(model::run(command)),
     }
 }

@@ -41,6 +41,20 @@ pub(crate) struct ServeArgs {
     /// Context packs and searches a minute per principal (0: unlimited).
     #[arg(long, env = "SERVICE_RATE_LIMIT_CONTEXT", default_value_t = 200)]
     rate_limit_context: u32,
+    /// Semantic retrieval: `local` (the model `cairn model fetch` installs), `openai` (an
+    /// OpenAI-compatible embeddings endpoint) or `none` [default: local when the model is
+    /// installed, else none].
+    #[arg(long, env = "SERVICE_EMBEDDER", value_parser = ["local", "openai", "none"])]
+    embedder: Option<String>,
+    /// The OpenAI-compatible API's base URL, e.g. http://localhost:11434/v1 for Ollama.
+    #[arg(long, env = "SERVICE_EMBEDDING_URL", default_value = "https://api.openai.com/v1")]
+    embedding_url: String,
+    /// The embedding model to ask the endpoint for.
+    #[arg(long, env = "SERVICE_EMBEDDING_MODEL", default_value = "text-embedding-3-small")]
+    embedding_model: String,
+    /// The endpoint's API key, if it needs one.
+    #[arg(long, env = "SERVICE_EMBEDDING_API_KEY", hide_env_values = true)]
+    embedding_api_key: Option<String>,
     /// Run the dream cycle on this schedule, e.g. `6h` or `30m` [default: never].
     #[arg(long, env = "SERVICE_DREAM_EVERY", value_parser = humantime::parse_duration)]
     dream_every: Option<std::time::Duration>,
@@ -70,7 +84,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
 
-    let engine = Engine::new(store);
+    let engine = with_embedder(Engine::new(store), &args, database.parent().unwrap_or(&database)).await?;
     let config = ApiConfig {
         auth: AuthConfig { profile, jwt },
         rate_limits: RateLimits {
@@ -96,6 +110,45 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     engine.settled().await;
     Ok(())
+}
+
+/// Turns on semantic retrieval as configured, and says in the log which mode is active.
+async fn with_embedder(engine: Engine, args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result<Engine> {
+    let model_dir = cairn_embed::model_dir(data_dir);
+    let choice = args.embedder.clone().unwrap_or_else(|| {
+        if cairn_embed::model_installed(&model_dir) { "local".to_owned() } else { "none".to_owned() }
+    });
+    match choice.as_str() {
+        "openai" => {
+            let key = args.embedding_api_key.clone();
+            match cairn_embed::OpenAiEmbedder::connect(&args.embedding_url, &args.embedding_model, key).await {
+                Ok(embedder) => {
+                    tracing::info!(
+                        url = %args.embedding_url,
+                        model = %args.embedding_model,
+                        dimensions = cairn_memory::embed::Embedder::dimensions(&embedder),
+                        "retrieval: hybrid (full text fused with an OpenAI-compatible embeddings endpoint)"
+                    );
+                    Ok(engine.with_embedder(Arc::new(embedder)))
+                }
+                Err(error) => {
+                    tracing::error!(%error, "retrieval: fulltext (the embeddings endpoint failed; semantic retrieval is off)");
+                    Ok(engine)
+                }
+            }
+        }
+        "local" => {
+            let embedder = cairn_embed::LocalModel::load(&model_dir).map_err(|error| {
+                anyhow::anyhow!("the local model in {} cannot be loaded: {error}; run `cairn model fetch`", model_dir.display())
+            })?;
+            tracing::info!(model = %model_dir.display(), "retrieval: hybrid (full text fused with the local all-MiniLM-L6-v2 model)");
+            Ok(engine.with_embedder(Arc::new(embedder)))
+        }
+        _ => {
+            tracing::info!("retrieval: fulltext (no embedder; `cairn model fetch` installs the local model)");
+            Ok(engine)
+        }
+    }
 }
 
 /// Runs the dream cycle every `every`, as `system:dream`, until the daemon stops.

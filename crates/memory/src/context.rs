@@ -16,10 +16,8 @@ pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Re
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
     let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
     let budget = validate::token_budget(request.token_budget)?;
-    let candidates = engine
-        .store
-        .search_memories(&text::terms(&task), &MemoryFilter::default(), candidates_for(budget))
-        .await?;
+    let candidates =
+        engine.candidates(&task, &MemoryFilter::default(), candidates_for(budget), None).await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
     let (pack, _) = pack(ranked, budget as usize, &engine.entry_tokens);
@@ -42,10 +40,8 @@ pub(crate) async fn coding_context(
         query.push(' ');
         query.push_str(&names.words);
     }
-    let candidates = engine
-        .store
-        .search_memories(&text::terms(&query), &MemoryFilter::default(), candidates_for(budget))
-        .await?;
+    let candidates =
+        engine.candidates(&query, &MemoryFilter::default(), candidates_for(budget), None).await?;
     let boost = |memory: &Memory| -> f64 {
         file_names.iter().map(|names| names.mention_weight(&memory.content)).fold(0.0, f64::max)
     };

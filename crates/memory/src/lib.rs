@@ -8,8 +8,10 @@ mod connectors;
 mod consolidate;
 mod context;
 mod dream;
+pub mod embed;
 mod guard;
 mod rank;
+mod semantic;
 mod sources;
 mod text;
 mod tokens;
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use cairn_store::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store, StoreError};
 use cairn_types::{
-    AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
+    RetrievalMode, AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
     EvidencePack, GuardRequest, GuardResult, IdPrefix, Memory, MemoryList, MemoryListQuery,
     MemoryPatch, NewMemory, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest,
     SearchHit, SearchQuery, SearchResult, Status, Timestamp, new_id,
@@ -47,6 +49,9 @@ pub enum Error {
     MemoryNotFound(String),
     #[error("no patch evidence has the id `{0}`")]
     EvidenceNotFound(String),
+    /// The embedder failed (a model error, an unreachable embeddings endpoint).
+    #[error("{0}")]
+    Embedding(String),
     #[error("no conflict has the id `{0}`")]
     ConflictNotFound(String),
     #[error("conflict `{0}` is resolved already")]
@@ -78,6 +83,7 @@ pub struct Engine {
     /// Held by decisions that check a state before changing it (archive, approve, reject,
     /// resolve, the dream cycle), so two of them never act on the same stale check.
     decisions: Arc<tokio::sync::Mutex<()>>,
+    semantic: Option<Arc<semantic::Semantic>>,
 }
 
 impl Engine {
@@ -91,6 +97,7 @@ impl Engine {
             recall_writes: Arc::default(),
             syncs: Arc::default(),
             decisions: Arc::default(),
+            semantic: None,
         }
     }
 
@@ -133,6 +140,7 @@ impl Engine {
             })
             .collect::<Result<Vec<_>>>()?;
         self.store.insert_memories(&memories, actor).await?;
+        self.wake_embedder();
         // Count each new memory's context entry now, while it is at hand, so the context
         // packs that use it do not tokenize on their hot path.
         for memory in &memories {
@@ -182,7 +190,9 @@ impl Engine {
             metadata: patch.metadata,
             archived_at: patch.archived.map(|archived| archived.then_some(now)),
         };
-        self.apply_change(id, &change, now, &Audit { actor, action }).await
+        let updated = self.apply_change(id, &change, now, &Audit { actor, action }).await?;
+        self.wake_embedder();
+        Ok(updated)
     }
 
     /// Archives a memory: it leaves lists, retrieval and guards until it is restored.
@@ -280,7 +290,81 @@ impl Engine {
         Ok(EvidencePack { task, generated_at: Timestamp::now(), evidence, memories, outcomes })
     }
 
-    /// Ranked full-text search. Searching does not count as recall.
+    /// Turns semantic retrieval on: memories are embedded by a background worker (stored
+    /// vectors are loaded first), and search and context packs fuse both rankings. Must be
+    /// called inside a tokio runtime.
+    pub fn with_embedder(mut self, embedder: Arc<dyn embed::Embedder>) -> Engine {
+        self.semantic = Some(semantic::Semantic::start(self.store.clone(), embedder));
+        self
+    }
+
+    /// `hybrid` with an embedder, `fulltext` without.
+    pub fn retrieval(&self) -> RetrievalMode {
+        if self.semantic.is_some() { RetrievalMode::Hybrid } else { RetrievalMode::Fulltext }
+    }
+
+    /// Memories waiting to be embedded (0 without an embedder).
+    pub fn embeddings_pending(&self) -> u64 {
+        self.semantic.as_ref().map_or(0, |semantic| semantic.pending())
+    }
+
+    /// Waits until the embedder has caught up with every memory (for tools and tests).
+    pub async fn embeddings_settled(&self) {
+        let Some(semantic) = &self.semantic else { return };
+        semantic.wake();
+        while !semantic.caught_up() {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    fn wake_embedder(&self) {
+        if let Some(semantic) = &self.semantic {
+            semantic.wake();
+        }
+    }
+
+    /// Candidates for ranking: by words, by meaning, or both fused (the default when an
+    /// embedder is configured). A failing embedder degrades hybrid retrieval to full text.
+    pub(crate) async fn candidates(
+        &self,
+        text: &str,
+        filter: &MemoryFilter,
+        limit: u32,
+        mode: Option<RetrievalMode>,
+    ) -> Result<Vec<cairn_store::TextMatch>> {
+        let terms = text::terms(text);
+        let fulltext = || self.store.search_memories(&terms, filter, limit);
+        match (mode.unwrap_or(self.retrieval()), &self.semantic) {
+            (RetrievalMode::Fulltext, _) => Ok(fulltext().await?),
+            (_, None) => Err(Error::Invalid {
+                field: "mode",
+                reason: "semantic retrieval is off: the daemon has no embedder".to_owned(),
+            }),
+            (RetrievalMode::Semantic, Some(semantic)) => {
+                semantic::candidates(semantic, self.store.as_ref(), text, filter, limit as usize).await
+            }
+            (RetrievalMode::Hybrid, Some(semantic)) => {
+                let (words, meaning) = tokio::join!(
+                    fulltext(),
+                    semantic::candidates(semantic, self.store.as_ref(), text, filter, limit as usize)
+                );
+                let words = words?;
+                match meaning {
+                    Ok(meaning) => {
+                        let mut fused = semantic::fuse(words, meaning);
+                        fused.truncate(limit as usize);
+                        Ok(fused)
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "semantic retrieval failed; using full text alone");
+                        Ok(words)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ranked search. Searching does not count as recall.
     pub async fn search(&self, query: SearchQuery) -> Result<SearchResult> {
         let q = validate::required_text("q", query.q, validate::MAX_QUERY_BYTES)?;
         let limit = query.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).clamp(1, MAX_SEARCH_LIMIT);
@@ -290,8 +374,7 @@ impl Engine {
             repo: query.repo,
             include_archived: false,
         };
-        let terms = text::terms(&q);
-        let candidates = self.store.search_memories(&terms, &filter, limit.max(50)).await?;
+        let candidates = self.candidates(&q, &filter, limit.max(50), query.mode).await?;
         let ranked = rank::rank(candidates, &rank::Preferences::default(), Timestamp::now());
         let hits = ranked
             .into_iter()

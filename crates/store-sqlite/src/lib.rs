@@ -11,6 +11,7 @@ mod keys;
 mod migrations;
 mod rows;
 mod search;
+mod vectors;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -113,6 +114,16 @@ impl SqliteStore {
         F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
     {
         self.write_with(Durability::Synced, change).await
+    }
+
+    /// Like [`SqliteStore::write`], for derived data that can be rebuilt (vectors, recall
+    /// bookkeeping): synced by the next synced commit or checkpoint.
+    async fn write_relaxed<T, F>(&self, change: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
+    {
+        self.write_with(Durability::Relaxed, change).await
     }
 
     async fn write_with<T, F>(&self, durability: Durability, change: F) -> Result<T>
@@ -427,7 +438,7 @@ impl MemoryStore for SqliteStore {
         at: Timestamp,
     ) -> Result<()> {
         let (memory_ids, task_key) = (memory_ids.to_vec(), task_key.to_owned());
-        self.write_with(Durability::Relaxed, move |tx| {
+        self.write_relaxed(move |tx| {
             let mut mark = tx
                 .prepare_cached(
                     "UPDATE memories SET last_recalled_at = ?2, recall_count = recall_count + 1 WHERE id = ?1",

@@ -137,6 +137,16 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (first_id, second_id)
     );
     "#,
+    // 3: embeddings, one per memory and model, kept for one version of the memory.
+    r#"
+    CREATE TABLE embeddings (
+        memory_rowid INTEGER NOT NULL REFERENCES memories (rowid) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (memory_rowid, model)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

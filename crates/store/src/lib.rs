@@ -160,9 +160,9 @@ pub trait MemoryStore: Send + Sync {
 }
 
 /// Everything Cairn stores, for code that holds one backend.
-pub trait Store: MemoryStore + KeyStore + ConnectorStore + ConflictStore {}
+pub trait Store: MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore {}
 
-impl<T: MemoryStore + KeyStore + ConnectorStore + ConflictStore> Store for T {}
+impl<T: MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore> Store for T {}
 
 /// Storage for API keys. Keys are looked up by the SHA-256 of the presented key.
 #[async_trait]
@@ -269,4 +269,30 @@ pub trait ConflictStore: Send + Sync {
 
     /// Marks an open conflict resolved; false when it is not open.
     async fn resolve_conflict(&self, id: &str, resolution: &str, at: Timestamp) -> Result<bool>;
+}
+
+/// A memory waiting for its vector (it has none for the model, or its text changed since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEmbedding {
+    pub memory_id: String,
+    pub content: String,
+    /// The memory's `updatedAt` when read: the vector is kept for this version.
+    pub version: Timestamp,
+}
+
+/// Storage for embeddings: one vector per memory and model, next to the memory.
+#[async_trait]
+pub trait VectorStore: Send + Sync {
+    /// Memories that are not archived and lack a current vector for `model`, oldest first.
+    async fn pending_embeddings(&self, model: &str, limit: u32) -> Result<Vec<PendingEmbedding>>;
+
+    /// How many memories are waiting for a vector of `model`.
+    async fn count_pending_embeddings(&self, model: &str) -> Result<u64>;
+
+    /// Stores vectors (replacing older ones of the same model) in one transaction. A vector
+    /// whose memory changed since it was read is dropped: it will be embedded again.
+    async fn store_embeddings(&self, model: &str, vectors: &[(PendingEmbedding, Vec<f32>)]) -> Result<()>;
+
+    /// Every current vector of `model` for memories that are not archived.
+    async fn load_embeddings(&self, model: &str) -> Result<Vec<(String, Vec<f32>)>>;
 }

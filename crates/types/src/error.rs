@@ -19,6 +19,7 @@ pub enum ErrorCode {
     ValidationError,
     RateLimited,
     InternalError,
+    Unavailable,
 }
 
 impl ErrorCode {
@@ -37,6 +38,7 @@ impl ErrorCode {
             ErrorCode::ValidationError => "VALIDATION_ERROR",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
+            ErrorCode::Unavailable => "SERVICE_UNAVAILABLE",
         }
     }
 
@@ -56,6 +58,7 @@ impl ErrorCode {
             ErrorCode::ValidationError => 422,
             ErrorCode::RateLimited => 429,
             ErrorCode::InternalError => 500,
+            ErrorCode::Unavailable => 503,
         }
     }
 }
@@ -71,7 +74,7 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
     /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
-    /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`.
+    /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,
     #[schema(

@@ -14,4 +14,9 @@ pub struct Health {
     pub uptime: f64,
     #[schema(example = "0.1.0")]
     pub version: String,
+    /// `hybrid` when an embedder is configured, else `fulltext`.
+    #[schema(example = "hybrid")]
+    pub retrieval: String,
+    /// Memories not embedded yet (found by full-text ranking until they are).
+    pub embeddings_pending: u64,
 }

@@ -34,7 +34,7 @@ pub use health::Health;
 pub use id::{IdPrefix, new_id};
 pub use memory::{
     CreatedMemory, MAX_CONTENT_BYTES, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory,
-    Scope, SearchHit, SearchQuery, SearchResult, Status,
+    RetrievalMode, Scope, SearchHit, SearchQuery, SearchResult, Status,
 };
 pub use outcome::{
     EvidenceFormat, EvidencePack, EvidencePackRequest, Outcome, OutcomeRequest, PatchEvidence,

@@ -207,6 +207,27 @@ pub struct SearchQuery {
     pub status: Option<Status>,
     /// How many hits; default 20, at most 100.
     pub limit: Option<u32>,
+    /// `hybrid` (the default when an embedder is configured), `fulltext` or `semantic`.
+    pub mode: Option<RetrievalMode>,
+}
+
+/// How memories are found: by their words, by their meaning, or both fused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RetrievalMode {
+    Fulltext,
+    Semantic,
+    Hybrid,
+}
+
+impl RetrievalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetrievalMode::Fulltext => "fulltext",
+            RetrievalMode::Semantic => "semantic",
+            RetrievalMode::Hybrid => "hybrid",
+        }
+    }
 }
 
 /// One ranked search hit.

@@ -1,0 +1,176 @@
+//! `cairn-bench eval`: retrieval quality on conversations in the LoCoMo format.
+//!
+//! Every turn of a conversation is stored as a memory through the real engine; every
+//! question with evidence (category 5, the adversarial one, is left out) is asked as a
+//! search in each retrieval mode, and as a context pack. Reported: recall@5 and recall@10
+//! (the share of a question's evidence turns in the first 5 or 10 hits, averaged) and MRR
+//! (the mean of 1 / rank of the first evidence turn).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cairn_memory::Engine;
+use cairn_memory::embed::{Embedder, HashingEmbedder};
+use cairn_store_sqlite::SqliteStore;
+use cairn_types::{ContextRequest, NewMemory, RetrievalMode, Scope, SearchQuery};
+use serde_json::Value;
+
+pub struct EvalOptions {
+    pub data: PathBuf,
+    /// The local model's folder; `None` looks in the user's data directory.
+    pub model_dir: Option<PathBuf>,
+    /// Use the hashing embedder instead of a model (a check of the harness, not of quality).
+    pub hashing: bool,
+    /// The token budget of the context packs.
+    pub budget: u32,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Score {
+    recall5: f64,
+    recall10: f64,
+    reciprocal_rank: f64,
+    questions: usize,
+}
+
+impl Score {
+    fn add(&mut self, ranked: &[String], evidence: &[String]) {
+        let found = |k: usize| evidence.iter().filter(|id| ranked.iter().take(k).any(|hit| hit == *id)).count();
+        self.recall5 += found(5) as f64 / evidence.len() as f64;
+        self.recall10 += found(10) as f64 / evidence.len() as f64;
+        self.reciprocal_rank +=
+            ranked.iter().position(|hit| evidence.contains(hit)).map_or(0.0, |rank| 1.0 / (rank + 1) as f64);
+        self.questions += 1;
+    }
+
+    fn row(&self, name: &str) -> String {
+        let n = self.questions.max(1) as f64;
+        format!(
+            "| {name} | {:.1} % | {:.1} % | {:.3} |",
+            100.0 * self.recall5 / n,
+            100.0 * self.recall10 / n,
+            self.reciprocal_rank / n
+        )
+    }
+}
+
+pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&options.data).with_context(|| format!("cannot read {}", options.data.display()))?;
+    let conversations: Vec<Value> = serde_json::from_str(&text).context("not a LoCoMo JSON file")?;
+    let embedder = embedder(&options)?;
+    eprintln!("embedder: {}", embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned()));
+
+    let modes: Vec<RetrievalMode> = if embedder.is_some() {
+        vec![RetrievalMode::Fulltext, RetrievalMode::Semantic, RetrievalMode::Hybrid]
+    } else {
+        vec![RetrievalMode::Fulltext]
+    };
+    let mut scores: HashMap<RetrievalMode, Score> = HashMap::new();
+    let mut context = Score::default();
+    let mut context_recall = 0.0;
+    for (number, conversation) in conversations.iter().enumerate() {
+        let directory = tempfile::tempdir()?;
+        let store = Arc::new(SqliteStore::open(&directory.path().join("cairn.db"))?);
+        let mut engine = Engine::new(store);
+        if let Some(embedder) = &embedder {
+            engine = engine.with_embedder(embedder.clone());
+        }
+        let turns = turns(&conversation["conversation"]);
+        let inputs = turns.iter().map(|(_, content)| NewMemory {
+            content: content.clone(),
+            scope: Scope::User,
+            repo: None,
+            tags: Vec::new(),
+            source: None,
+            metadata: Default::default(),
+        });
+        let created = engine.create_memories(inputs.collect(), "system:eval").await?;
+        let by_turn: HashMap<&str, String> =
+            turns.iter().zip(&created).map(|((turn, _), memory)| (turn.as_str(), memory.id.clone())).collect();
+        engine.embeddings_settled().await;
+        eprintln!("conversation {}: {} turns stored", number + 1, created.len());
+
+        for qa in conversation["qa"].as_array().into_iter().flatten() {
+            if qa["category"].as_u64() == Some(5) {
+                continue;
+            }
+            let evidence: Vec<String> = qa["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|turn| by_turn.get(turn.as_str()?.trim()).cloned())
+                .collect();
+            let Some(question) = qa["question"].as_str().filter(|_| !evidence.is_empty()) else { continue };
+            for mode in &modes {
+                let query = SearchQuery { q: Some(question.to_owned()), limit: Some(10), mode: Some(*mode), ..SearchQuery::default() };
+                let hits = engine.search(query).await?;
+                let ranked: Vec<String> = hits.hits.into_iter().map(|hit| hit.memory.id).collect();
+                scores.entry(*mode).or_default().add(&ranked, &evidence);
+            }
+            let request = ContextRequest { task: question.to_owned(), repo: None, token_budget: Some(options.budget) };
+            let pack = engine.context(request).await?;
+            context.add(&pack.memory_ids, &evidence);
+            context_recall +=
+                evidence.iter().filter(|id| pack.memory_ids.contains(id)).count() as f64 / evidence.len() as f64;
+        }
+    }
+
+    println!("| retrieval | recall@5 | recall@10 | MRR |");
+    println!("|---|---|---|---|");
+    for mode in &modes {
+        println!("{}", scores[mode].row(&format!("search, {}", mode.as_str())));
+    }
+    println!("{}", context.row("context pack (order of the pack)"));
+    println!(
+        "\n{} questions; a {}-token context pack holds {:.1} % of the evidence turns.",
+        context.questions,
+        options.budget,
+        100.0 * context_recall / context.questions.max(1) as f64
+    );
+    Ok(())
+}
+
+/// Every turn as (dia_id, memory text): `Speaker: text`, with the photo's caption if any.
+fn turns(conversation: &Value) -> Vec<(String, String)> {
+    let Some(fields) = conversation.as_object() else { return Vec::new() };
+    let mut sessions: Vec<(u32, &Vec<Value>)> = fields
+        .iter()
+        .filter_map(|(key, value)| Some((key.strip_prefix("session_")?.parse().ok()?, value.as_array()?)))
+        .collect();
+    sessions.sort_by_key(|(number, _)| *number);
+    let mut turns = Vec::new();
+    for (_, session) in sessions {
+        for turn in session {
+            let (Some(id), Some(speaker), Some(text)) = (turn["dia_id"].as_str(), turn["speaker"].as_str(), turn["text"].as_str()) else {
+                continue;
+            };
+            let mut content = format!("{speaker}: {text}");
+            if let Some(caption) = turn["blip_caption"].as_str() {
+                content.push_str(&format!(" [shares a photo: {caption}]"));
+            }
+            turns.push((id.trim().to_owned(), content));
+        }
+    }
+    turns
+}
+
+fn embedder(options: &EvalOptions) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    if options.hashing {
+        return Ok(Some(Arc::new(HashingEmbedder::new(384))));
+    }
+    let directory = match &options.model_dir {
+        Some(directory) => directory.clone(),
+        None => match std::env::var_os("HOME") {
+            Some(home) => cairn_embed::model_dir(&Path::new(&home).join(".local/share/cairn")),
+            None => return Ok(None),
+        },
+    };
+    if !cairn_embed::model_installed(&directory) {
+        eprintln!("no model in {}; `cairn model fetch` installs one (or pass --model-dir)", directory.display());
+        return Ok(None);
+    }
+    let model = cairn_embed::LocalModel::load(&directory).map_err(anyhow::Error::msg)?;
+    Ok(Some(Arc::new(model)))
+}

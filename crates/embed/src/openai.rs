@@ -1,0 +1,98 @@
+//! An embedder backed by an OpenAI-compatible `/v1/embeddings` endpoint.
+
+use std::time::Duration;
+
+use cairn_memory::embed::{EmbedError, Embedder, normalize};
+use serde_json::{Value, json};
+
+/// Calls `POST {base_url}/embeddings` with `{"model", "input": [...]}`.
+#[derive(Clone)]
+pub struct OpenAiEmbedder {
+    endpoint: String,
+    model: String,
+    api_key: Option<String>,
+    dimensions: usize,
+    agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for OpenAiEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbedder").field("endpoint", &self.endpoint).field("model", &self.model).finish()
+    }
+}
+
+impl OpenAiEmbedder {
+    /// Connects to the endpoint (`base_url` such as `http://localhost:11434/v1`) and learns the
+    /// model's dimensions by embedding one probe text.
+    pub async fn connect(base_url: &str, model: &str, api_key: Option<String>) -> Result<OpenAiEmbedder, EmbedError> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(120)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut embedder = OpenAiEmbedder {
+            endpoint: format!("{}/embeddings", base_url.trim_end_matches('/')),
+            model: model.to_owned(),
+            api_key,
+            dimensions: 0,
+            agent,
+        };
+        let probe = embedder.embed(&["dimension probe".to_owned()]).await?;
+        embedder.dimensions = probe.first().map_or(0, Vec::len);
+        if embedder.dimensions == 0 {
+            return Err(EmbedError(format!("{} returned an empty vector", embedder.endpoint)));
+        }
+        Ok(embedder)
+    }
+
+    fn request(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let failed = |reason: String| EmbedError(format!("{}: {reason}", self.endpoint));
+        let mut request = self.agent.post(&self.endpoint);
+        if let Some(key) = &self.api_key {
+            request = request.header("Authorization", &format!("Bearer {key}"));
+        }
+        let count = texts.len();
+        let mut response =
+            request.send_json(json!({"model": self.model, "input": texts})).map_err(|error| failed(error.to_string()))?;
+        let status = response.status();
+        let body: Value = response.body_mut().read_json().map_err(|error| failed(format!("not JSON ({status}): {error}")))?;
+        if !status.is_success() {
+            return Err(failed(format!("{status}: {}", body["error"]["message"].as_str().unwrap_or("no message"))));
+        }
+        let mut data = body["data"].as_array().cloned().ok_or_else(|| failed("no `data` in the answer".to_owned()))?;
+        data.sort_by_key(|item| item["index"].as_u64().unwrap_or(0));
+        let vectors: Vec<Vec<f32>> = data
+            .iter()
+            .map(|item| {
+                let mut vector: Vec<f32> = item["embedding"]
+                    .as_array()
+                    .map(|values| values.iter().filter_map(Value::as_f64).map(|value| value as f32).collect())
+                    .unwrap_or_default();
+                normalize(&mut vector);
+                vector
+            })
+            .collect();
+        if vectors.len() != count || vectors.iter().any(Vec::is_empty) {
+            return Err(failed(format!("asked for {count} vectors, got {}", vectors.len())));
+        }
+        Ok(vectors)
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for OpenAiEmbedder {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (embedder, texts) = (self.clone(), texts.to_vec());
+        tokio::task::spawn_blocking(move || embedder.request(texts))
+            .await
+            .map_err(|error| EmbedError(error.to_string()))?
+    }
+}
