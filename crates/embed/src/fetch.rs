@@ -80,6 +80,7 @@ fn agent() -> ureq::Agent {
         .timeout_connect(Some(Duration::from_secs(30)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
         .timeout_per_read(Some(Duration::from_secs(60)))
+        .tls_config(crate::system_roots())
         .build()
         .into()
 }

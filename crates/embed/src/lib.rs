@@ -49,6 +49,12 @@ impl Embedder for LocalModel {
     }
 }
 
+/// TLS trusting the operating system's certificate store (and `SSL_CERT_FILE`), so company
+/// proxies and private endpoints work as they do for curl.
+fn system_roots() -> ureq::tls::TlsConfig {
+    ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build()
+}
+
 /// Where the local model lives under a data directory.
 pub fn model_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("models").join("all-minilm-l6-v2")

@@ -28,6 +28,7 @@ impl OpenAiEmbedder {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(120)))
             .http_status_as_error(false)
+            .tls_config(crate::system_roots())
             .build()
             .into();
         let mut embedder = OpenAiEmbedder {
