@@ -15,11 +15,14 @@ use serde_json::{Value, json};
 
 use crate::util::Daemon;
 
+/// The requests the stand-in saw: the Authorization header and the body.
+type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
+
 /// Serves `POST /v1/embeddings`; returns its base URL and the requests it saw.
-async fn stand_in_endpoint() -> (String, Arc<Mutex<Vec<(Option<String>, Value)>>>) {
+async fn stand_in_endpoint() -> (String, Seen) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let seen: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let log = seen.clone();
     tokio::spawn(async move {
         loop {
@@ -29,8 +32,14 @@ async fn stand_in_endpoint() -> (String, Arc<Mutex<Vec<(Option<String>, Value)>>
                 let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                     let log = log.clone();
                     async move {
-                        let authorization = request.headers().get("authorization").map(|v| v.to_str().unwrap().to_owned());
-                        let body: Value = serde_json::from_slice(&request.into_body().collect().await.unwrap().to_bytes()).unwrap();
+                        let authorization = request
+                            .headers()
+                            .get("authorization")
+                            .map(|v| v.to_str().unwrap().to_owned());
+                        let body: Value = serde_json::from_slice(
+                            &request.into_body().collect().await.unwrap().to_bytes(),
+                        )
+                        .unwrap();
                         let embedder = HashingEmbedder::new(64);
                         let data: Vec<Value> = body["input"]
                             .as_array()
@@ -41,7 +50,9 @@ async fn stand_in_endpoint() -> (String, Arc<Mutex<Vec<(Option<String>, Value)>>
                             .collect();
                         log.lock().unwrap().push((authorization, body));
                         let answer = json!({"object": "list", "data": data, "model": "hash-64"});
-                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(answer.to_string()))))
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                            answer.to_string(),
+                        ))))
                     }
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -60,12 +71,19 @@ async fn an_embeddings_endpoint_turns_on_hybrid_retrieval() {
     let daemon = Daemon::start_with(&args, &[("SERVICE_EMBEDDING_API_KEY", "sk-test")]);
     assert_eq!(daemon.get("/api/health").await.body["retrieval"], "hybrid");
 
-    let staging = daemon.remember(json!({"content": "The staging cluster restarts every night.", "scope": "repo"})).await;
+    let staging = daemon
+        .remember(json!({"content": "The staging cluster restarts every night.", "scope": "repo"}))
+        .await;
     daemon.remember(json!({"content": "Coffee is on the second floor.", "scope": "global"})).await;
     let mut pending = Value::Null;
     for _ in 0..100 {
         pending = daemon.get("/api/health").await.body["embeddingsPending"].clone();
-        let memories_embedded = seen.lock().unwrap().iter().map(|(_, body)| body["input"].as_array().unwrap().len()).sum::<usize>();
+        let memories_embedded = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, body)| body["input"].as_array().unwrap().len())
+            .sum::<usize>();
         if pending == 0 && memories_embedded >= 3 {
             break;
         }
@@ -82,16 +100,31 @@ async fn an_embeddings_endpoint_turns_on_hybrid_retrieval() {
     assert_eq!(pack.body["memoryIds"][0], staging.as_str());
 
     let requests = seen.lock().unwrap().clone();
-    assert!(requests.iter().all(|(authorization, body)| authorization.as_deref() == Some("Bearer sk-test") && body["model"] == "hash-64"));
+    assert!(
+        requests
+            .iter()
+            .all(|(authorization, body)| authorization.as_deref() == Some("Bearer sk-test")
+                && body["model"] == "hash-64")
+    );
 }
 
 #[tokio::test]
 async fn without_an_embedder_retrieval_is_fulltext() {
     let daemon = Daemon::start_with(&["--embedder", "none"], &[]);
     let health = daemon.get("/api/health").await.body;
-    assert_eq!((health["retrieval"].as_str(), health["embeddingsPending"].as_u64()), (Some("fulltext"), Some(0)));
+    assert_eq!(
+        (health["retrieval"].as_str(), health["embeddingsPending"].as_u64()),
+        (Some("fulltext"), Some(0))
+    );
     let refused = daemon.get("/api/search?q=x&mode=semantic").await;
     assert!(refused.assert_error(422, "VALIDATION_ERROR").contains("mode"));
-    let unreachable = Daemon::start_with(&["--embedder", "openai", "--embedding-url", "http://127.0.0.1:9/v1"], &[]);
-    assert_eq!(unreachable.get("/api/health").await.body["retrieval"], "fulltext", "an unreachable endpoint degrades, not fails");
+    let unreachable = Daemon::start_with(
+        &["--embedder", "openai", "--embedding-url", "http://127.0.0.1:9/v1"],
+        &[],
+    );
+    assert_eq!(
+        unreachable.get("/api/health").await.body["retrieval"],
+        "fulltext",
+        "an unreachable endpoint degrades, not fails"
+    );
 }

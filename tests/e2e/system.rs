@@ -30,7 +30,11 @@ async fn openapi_document_is_served_and_matches_the_committed_file() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json"),
     )
     .unwrap();
-    assert_eq!(reply.body, serde_json::from_str::<serde_json::Value>(&committed).unwrap());
+    let committed: serde_json::Value = serde_json::from_str(&committed).unwrap();
+    assert!(
+        reply.body == committed,
+        "the served document differs from docs/openapi.json; run `cargo xtask openapi`"
+    );
     for path in ["/api/memories", "/api/memories/{id}", "/api/context", "/api/guard", "/api/health"]
     {
         assert!(reply.body["paths"].get(path).is_some(), "{path} is documented");

@@ -31,7 +31,8 @@ fn main() -> anyhow::Result<()> {
         "openapi" => openapi(rest.iter().any(|arg| arg == "--check")),
         "bench" => bench(&rest),
         "eval" => {
-            let mut command = vec!["run", "--release", "--quiet", "-p", "cairn-bench", "--", "eval"];
+            let mut command =
+                vec!["run", "--release", "--quiet", "-p", "cairn-bench", "--", "eval"];
             command.extend(rest.iter().map(String::as_str));
             cargo(&command, &[])
         }

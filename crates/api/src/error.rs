@@ -78,7 +78,9 @@ impl From<cairn_memory::Error> for ApiError {
             cairn_memory::Error::ConflictNotFound(_) => {
                 ApiError::new(ErrorCode::ConflictNotFound, error.to_string())
             }
-            cairn_memory::Error::Embedding(_) => ApiError::new(ErrorCode::Unavailable, error.to_string()),
+            cairn_memory::Error::Embedding(_) => {
+                ApiError::new(ErrorCode::Unavailable, error.to_string())
+            }
             cairn_memory::Error::Source(_) => ApiError::validation(error.to_string()),
             cairn_memory::Error::SyncRunning(_)
             | cairn_memory::Error::ConflictResolved(_)

@@ -37,11 +37,15 @@ struct Score {
 
 impl Score {
     fn add(&mut self, ranked: &[String], evidence: &[String]) {
-        let found = |k: usize| evidence.iter().filter(|id| ranked.iter().take(k).any(|hit| hit == *id)).count();
+        let found = |k: usize| {
+            evidence.iter().filter(|id| ranked.iter().take(k).any(|hit| hit == *id)).count()
+        };
         self.recall5 += found(5) as f64 / evidence.len() as f64;
         self.recall10 += found(10) as f64 / evidence.len() as f64;
-        self.reciprocal_rank +=
-            ranked.iter().position(|hit| evidence.contains(hit)).map_or(0.0, |rank| 1.0 / (rank + 1) as f64);
+        self.reciprocal_rank += ranked
+            .iter()
+            .position(|hit| evidence.contains(hit))
+            .map_or(0.0, |rank| 1.0 / (rank + 1) as f64);
         self.questions += 1;
     }
 
@@ -57,10 +61,15 @@ impl Score {
 }
 
 pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&options.data).with_context(|| format!("cannot read {}", options.data.display()))?;
-    let conversations: Vec<Value> = serde_json::from_str(&text).context("not a LoCoMo JSON file")?;
+    let text = std::fs::read_to_string(&options.data)
+        .with_context(|| format!("cannot read {}", options.data.display()))?;
+    let conversations: Vec<Value> =
+        serde_json::from_str(&text).context("not a LoCoMo JSON file")?;
     let embedder = embedder(&options)?;
-    eprintln!("embedder: {}", embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned()));
+    eprintln!(
+        "embedder: {}",
+        embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned())
+    );
 
     let modes: Vec<RetrievalMode> = if embedder.is_some() {
         vec![RetrievalMode::Fulltext, RetrievalMode::Semantic, RetrievalMode::Hybrid]
@@ -87,33 +96,55 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             metadata: Default::default(),
         });
         let created = engine.create_memories(inputs.collect(), "system:eval").await?;
-        let by_turn: HashMap<&str, String> =
-            turns.iter().zip(&created).map(|((turn, _), memory)| (turn.as_str(), memory.id.clone())).collect();
-        engine.embeddings_settled().await;
+        let by_turn: HashMap<&str, String> = turns
+            .iter()
+            .zip(&created)
+            .map(|((turn, _), memory)| (turn.as_str(), memory.id.clone()))
+            .collect();
+        engine.embeddings_settled().await?;
         eprintln!("conversation {}: {} turns stored", number + 1, created.len());
 
-        for qa in conversation["qa"].as_array().into_iter().flatten() {
-            if qa["category"].as_u64() == Some(5) {
-                continue;
-            }
-            let evidence: Vec<String> = qa["evidence"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|turn| by_turn.get(turn.as_str()?.trim()).cloned())
-                .collect();
-            let Some(question) = qa["question"].as_str().filter(|_| !evidence.is_empty()) else { continue };
+        let questions: Vec<(&str, Vec<String>)> = conversation["qa"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|qa| qa["category"].as_u64() != Some(5))
+            .filter_map(|qa| {
+                let evidence: Vec<String> = qa["evidence"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|turn| by_turn.get(turn.as_str()?.trim()).cloned())
+                    .collect();
+                Some((qa["question"].as_str()?, evidence))
+                    .filter(|(_, evidence)| !evidence.is_empty())
+            })
+            .collect();
+        // Searches first: context packs record recall, which then shapes ranking.
+        for (question, evidence) in &questions {
             for mode in &modes {
-                let query = SearchQuery { q: Some(question.to_owned()), limit: Some(10), mode: Some(*mode), ..SearchQuery::default() };
+                let query = SearchQuery {
+                    q: Some((*question).to_owned()),
+                    limit: Some(10),
+                    mode: Some(*mode),
+                    ..SearchQuery::default()
+                };
                 let hits = engine.search(query).await?;
                 let ranked: Vec<String> = hits.hits.into_iter().map(|hit| hit.memory.id).collect();
-                scores.entry(*mode).or_default().add(&ranked, &evidence);
+                scores.entry(*mode).or_default().add(&ranked, evidence);
             }
-            let request = ContextRequest { task: question.to_owned(), repo: None, token_budget: Some(options.budget) };
+        }
+        for (question, evidence) in &questions {
+            let request = ContextRequest {
+                task: (*question).to_owned(),
+                repo: None,
+                token_budget: Some(options.budget),
+            };
             let pack = engine.context(request).await?;
-            context.add(&pack.memory_ids, &evidence);
-            context_recall +=
-                evidence.iter().filter(|id| pack.memory_ids.contains(id)).count() as f64 / evidence.len() as f64;
+            context.add(&pack.memory_ids, evidence);
+            context_recall += evidence.iter().filter(|id| pack.memory_ids.contains(id)).count()
+                as f64
+                / evidence.len() as f64;
         }
     }
 
@@ -137,13 +168,17 @@ fn turns(conversation: &Value) -> Vec<(String, String)> {
     let Some(fields) = conversation.as_object() else { return Vec::new() };
     let mut sessions: Vec<(u32, &Vec<Value>)> = fields
         .iter()
-        .filter_map(|(key, value)| Some((key.strip_prefix("session_")?.parse().ok()?, value.as_array()?)))
+        .filter_map(|(key, value)| {
+            Some((key.strip_prefix("session_")?.parse().ok()?, value.as_array()?))
+        })
         .collect();
     sessions.sort_by_key(|(number, _)| *number);
     let mut turns = Vec::new();
     for (_, session) in sessions {
         for turn in session {
-            let (Some(id), Some(speaker), Some(text)) = (turn["dia_id"].as_str(), turn["speaker"].as_str(), turn["text"].as_str()) else {
+            let (Some(id), Some(speaker), Some(text)) =
+                (turn["dia_id"].as_str(), turn["speaker"].as_str(), turn["text"].as_str())
+            else {
                 continue;
             };
             let mut content = format!("{speaker}: {text}");
@@ -168,7 +203,10 @@ fn embedder(options: &EvalOptions) -> anyhow::Result<Option<Arc<dyn Embedder>>> 
         },
     };
     if !cairn_embed::model_installed(&directory) {
-        eprintln!("no model in {}; `cairn model fetch` installs one (or pass --model-dir)", directory.display());
+        eprintln!(
+            "no model in {}; `cairn model fetch` installs one (or pass --model-dir)",
+            directory.display()
+        );
         return Ok(None);
     }
     let model = cairn_embed::LocalModel::load(&directory).map_err(anyhow::Error::msg)?;

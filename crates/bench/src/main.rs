@@ -133,7 +133,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
 
 /// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N]`.
 fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
-    let mut options = eval::EvalOptions { data: PathBuf::new(), model_dir: None, hashing: false, budget: 500 };
+    let mut options =
+        eval::EvalOptions { data: PathBuf::new(), model_dir: None, hashing: false, budget: 500 };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));

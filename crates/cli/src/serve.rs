@@ -84,7 +84,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
 
-    let engine = with_embedder(Engine::new(store), &args, database.parent().unwrap_or(&database)).await?;
+    let engine =
+        with_embedder(Engine::new(store), &args, database.parent().unwrap_or(&database)).await?;
     let config = ApiConfig {
         auth: AuthConfig { profile, jwt },
         rate_limits: RateLimits {
@@ -113,15 +114,29 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Turns on semantic retrieval as configured, and says in the log which mode is active.
-async fn with_embedder(engine: Engine, args: &ServeArgs, data_dir: &std::path::Path) -> anyhow::Result<Engine> {
+async fn with_embedder(
+    engine: Engine,
+    args: &ServeArgs,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<Engine> {
     let model_dir = cairn_embed::model_dir(data_dir);
     let choice = args.embedder.clone().unwrap_or_else(|| {
-        if cairn_embed::model_installed(&model_dir) { "local".to_owned() } else { "none".to_owned() }
+        if cairn_embed::model_installed(&model_dir) {
+            "local".to_owned()
+        } else {
+            "none".to_owned()
+        }
     });
     match choice.as_str() {
         "openai" => {
             let key = args.embedding_api_key.clone();
-            match cairn_embed::OpenAiEmbedder::connect(&args.embedding_url, &args.embedding_model, key).await {
+            match cairn_embed::OpenAiEmbedder::connect(
+                &args.embedding_url,
+                &args.embedding_model,
+                key,
+            )
+            .await
+            {
                 Ok(embedder) => {
                     tracing::info!(
                         url = %args.embedding_url,
@@ -139,13 +154,18 @@ async fn with_embedder(engine: Engine, args: &ServeArgs, data_dir: &std::path::P
         }
         "local" => {
             let embedder = cairn_embed::LocalModel::load(&model_dir).map_err(|error| {
-                anyhow::anyhow!("the local model in {} cannot be loaded: {error}; run `cairn model fetch`", model_dir.display())
+                anyhow::anyhow!(
+                    "the local model in {} cannot be loaded: {error}; run `cairn model fetch`",
+                    model_dir.display()
+                )
             })?;
             tracing::info!(model = %model_dir.display(), "retrieval: hybrid (full text fused with the local all-MiniLM-L6-v2 model)");
             Ok(engine.with_embedder(Arc::new(embedder)))
         }
         _ => {
-            tracing::info!("retrieval: fulltext (no embedder; `cairn model fetch` installs the local model)");
+            tracing::info!(
+                "retrieval: fulltext (no embedder; `cairn model fetch` installs the local model)"
+            );
             Ok(engine)
         }
     }

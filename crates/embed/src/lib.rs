@@ -62,5 +62,7 @@ pub fn model_dir(data_dir: &Path) -> PathBuf {
 
 /// Whether the local model's three files are in `dir`.
 pub fn model_installed(dir: &Path) -> bool {
-    ["model.safetensors", "tokenizer.json", "config.json"].iter().all(|file| dir.join(file).is_file())
+    ["model.safetensors", "tokenizer.json", "config.json"]
+        .iter()
+        .all(|file| dir.join(file).is_file())
 }

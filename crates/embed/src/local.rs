@@ -36,7 +36,10 @@ pub struct LocalEmbedder {
 
 impl std::fmt::Debug for LocalEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalEmbedder").field("model", &MODEL).field("device", &self.device).finish()
+        f.debug_struct("LocalEmbedder")
+            .field("model", &MODEL)
+            .field("device", &self.device)
+            .finish()
     }
 }
 
@@ -182,6 +185,19 @@ mod tests {
     }
 
     #[test]
+    fn can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<LocalEmbedder>();
+    }
+
+    #[test]
+    fn a_missing_folder_is_a_clear_error() {
+        let missing = std::env::temp_dir().join("cairn-no-such-model-folder");
+        let err = LocalEmbedder::load(&missing).unwrap_err();
+        assert!(err.starts_with("cannot read ") && err.contains("config.json"), "{err}");
+    }
+
+    #[test]
     fn names_the_model_and_its_size() {
         let embedder = embedder();
         assert_eq!(embedder.model(), "all-MiniLM-L6-v2");
@@ -227,12 +243,13 @@ mod tests {
 
     /// The first eight components of the reference vector of the 2,000-word text of
     /// `long_texts_are_truncated`, which sentence-transformers cuts at 256 tokens.
-    const REFERENCE_LONG: [f32; 8] =
-        [0.0043988, -0.0679085, -0.0441802, -0.0218879, 0.0171644, 0.0064333, 0.0775624, -0.0208301];
+    const REFERENCE_LONG: [f32; 8] = [
+        0.0043988, -0.0679085, -0.0441802, -0.0218879, 0.0171644, 0.0064333, 0.0775624, -0.0208301,
+    ];
 
     /// The reference similarities of weather/sunny, weather/stadium and sunny/stadium; the
     /// same as in sentence-transformers' documentation.
-    const REFERENCE_SIMILARITIES: [f32; 3] = [0.6659554, 0.1045840, 0.1411445];
+    const REFERENCE_SIMILARITIES: [f32; 3] = [0.6659554, 0.104584, 0.1411445];
 
     #[test]
     fn a_paraphrase_is_closer_than_an_unrelated_text() {

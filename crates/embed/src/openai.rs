@@ -17,14 +17,21 @@ pub struct OpenAiEmbedder {
 
 impl std::fmt::Debug for OpenAiEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiEmbedder").field("endpoint", &self.endpoint).field("model", &self.model).finish()
+        f.debug_struct("OpenAiEmbedder")
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.model)
+            .finish()
     }
 }
 
 impl OpenAiEmbedder {
     /// Connects to the endpoint (`base_url` such as `http://localhost:11434/v1`) and learns the
     /// model's dimensions by embedding one probe text.
-    pub async fn connect(base_url: &str, model: &str, api_key: Option<String>) -> Result<OpenAiEmbedder, EmbedError> {
+    pub async fn connect(
+        base_url: &str,
+        model: &str,
+        api_key: Option<String>,
+    ) -> Result<OpenAiEmbedder, EmbedError> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(120)))
             .http_status_as_error(false)
@@ -53,21 +60,33 @@ impl OpenAiEmbedder {
             request = request.header("Authorization", &format!("Bearer {key}"));
         }
         let count = texts.len();
-        let mut response =
-            request.send_json(json!({"model": self.model, "input": texts})).map_err(|error| failed(error.to_string()))?;
+        let mut response = request
+            .send_json(json!({"model": self.model, "input": texts}))
+            .map_err(|error| failed(error.to_string()))?;
         let status = response.status();
-        let body: Value = response.body_mut().read_json().map_err(|error| failed(format!("not JSON ({status}): {error}")))?;
+        let body: Value = response
+            .body_mut()
+            .read_json()
+            .map_err(|error| failed(format!("not JSON ({status}): {error}")))?;
         if !status.is_success() {
-            return Err(failed(format!("{status}: {}", body["error"]["message"].as_str().unwrap_or("no message"))));
+            return Err(failed(format!(
+                "{status}: {}",
+                body["error"]["message"].as_str().unwrap_or("no message")
+            )));
         }
-        let mut data = body["data"].as_array().cloned().ok_or_else(|| failed("no `data` in the answer".to_owned()))?;
+        let mut data = body["data"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| failed("no `data` in the answer".to_owned()))?;
         data.sort_by_key(|item| item["index"].as_u64().unwrap_or(0));
         let vectors: Vec<Vec<f32>> = data
             .iter()
             .map(|item| {
                 let mut vector: Vec<f32> = item["embedding"]
                     .as_array()
-                    .map(|values| values.iter().filter_map(Value::as_f64).map(|value| value as f32).collect())
+                    .map(|values| {
+                        values.iter().filter_map(Value::as_f64).map(|value| value as f32).collect()
+                    })
                     .unwrap_or_default();
                 normalize(&mut vector);
                 vector

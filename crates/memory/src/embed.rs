@@ -54,7 +54,8 @@ impl VectorIndex for FlatIndex {
         assert_eq!(vector.len(), self.dimensions, "vectors of one index share their dimensions");
         match self.positions.get(id) {
             Some(&position) => {
-                self.rows[position * self.dimensions..(position + 1) * self.dimensions].copy_from_slice(vector);
+                self.rows[position * self.dimensions..(position + 1) * self.dimensions]
+                    .copy_from_slice(vector);
             }
             None => {
                 self.positions.insert(id.to_owned(), self.ids.len());
@@ -69,7 +70,8 @@ impl VectorIndex for FlatIndex {
         let last = self.ids.len() - 1;
         if position != last {
             let (dimensions, moved) = (self.dimensions, self.ids[last].clone());
-            self.rows.copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
+            self.rows
+                .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
             self.ids.swap(position, last);
             self.positions.insert(moved, position);
         }
@@ -157,7 +159,9 @@ pub fn normalize(vector: &mut [f32]) {
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]
@@ -168,7 +172,8 @@ mod tests {
     fn the_flat_index_finds_nearest_and_forgets_removed() {
         let embedder = HashingEmbedder::new(64);
         let mut index = FlatIndex::new(64);
-        let texts = ["deploy the shop", "the shop deploys on friday", "tabs in makefiles", "coffee"];
+        let texts =
+            ["deploy the shop", "the shop deploys on friday", "tabs in makefiles", "coffee"];
         for (i, text) in texts.iter().enumerate() {
             index.upsert(&format!("m{i}"), &embedder.embed_one(text));
         }
@@ -177,9 +182,18 @@ mod tests {
         assert!(hits[0].1 > hits[1].1);
         index.remove("m0");
         assert_eq!(index.len(), 3);
-        assert!(index.search(&embedder.embed_one("deploy the shop"), 3).iter().all(|(id, _)| id != "m0"));
+        assert!(
+            index
+                .search(&embedder.embed_one("deploy the shop"), 3)
+                .iter()
+                .all(|(id, _)| id != "m0")
+        );
         index.upsert("m3", &embedder.embed_one("deploy the shop"));
-        assert_eq!(index.search(&embedder.embed_one("deploy the shop"), 1)[0].0, "m3", "upsert replaces");
+        assert_eq!(
+            index.search(&embedder.embed_one("deploy the shop"), 1)[0].0,
+            "m3",
+            "upsert replaces"
+        );
         assert_eq!(index.len(), 3);
     }
 

@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use cairn_store::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store, StoreError};
 use cairn_types::{
-    RetrievalMode, AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
+    AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
     EvidencePack, GuardRequest, GuardResult, IdPrefix, Memory, MemoryList, MemoryListQuery,
     MemoryPatch, NewMemory, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest,
-    SearchHit, SearchQuery, SearchResult, Status, Timestamp, new_id,
+    RetrievalMode, SearchHit, SearchQuery, SearchResult, Status, Timestamp, new_id,
 };
 
 pub use crate::tokens::count_tokens;
@@ -308,11 +308,16 @@ impl Engine {
         self.semantic.as_ref().map_or(0, |semantic| semantic.pending())
     }
 
-    /// Waits until the embedder has caught up with every memory (for tools and tests).
-    pub async fn embeddings_settled(&self) {
-        let Some(semantic) = &self.semantic else { return };
-        semantic.wake();
-        while !semantic.caught_up() {
+    /// Waits until the embedder has caught up with every memory written so far (for tools
+    /// and tests): the stored vectors are loaded and none is missing or stale.
+    pub async fn embeddings_settled(&self) -> Result<()> {
+        let Some(semantic) = &self.semantic else { return Ok(()) };
+        loop {
+            semantic.wake();
+            let pending = self.store.count_pending_embeddings(semantic.model()).await?;
+            if pending == 0 && semantic.loaded() {
+                return Ok(());
+            }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
@@ -341,12 +346,19 @@ impl Engine {
                 reason: "semantic retrieval is off: the daemon has no embedder".to_owned(),
             }),
             (RetrievalMode::Semantic, Some(semantic)) => {
-                semantic::candidates(semantic, self.store.as_ref(), text, filter, limit as usize).await
+                semantic::candidates(semantic, self.store.as_ref(), text, filter, limit as usize)
+                    .await
             }
             (RetrievalMode::Hybrid, Some(semantic)) => {
                 let (words, meaning) = tokio::join!(
                     fulltext(),
-                    semantic::candidates(semantic, self.store.as_ref(), text, filter, limit as usize)
+                    semantic::candidates(
+                        semantic,
+                        self.store.as_ref(),
+                        text,
+                        filter,
+                        limit as usize
+                    )
                 );
                 let words = words?;
                 match meaning {

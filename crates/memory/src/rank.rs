@@ -1,9 +1,10 @@
 //! Ranking: full-text relevance blended with recency, recall history, scope and status.
 //!
-//! The blend, for a candidate with BM25 relevance `r` among candidates whose best is `r_max`:
+//! The blend, for a candidate with relevance `r` (BM25, cosine similarity or fused rank
+//! score) among candidates whose best is `r_max` and worst `r_min`:
 //!
 //! ```text
-//! score = (0.70 · r / r_max + 0.10 · recency + 0.10 · recall + scope + repo + boost) · status
+//! score = (0.70 · (r - r_min) / (r_max - r_min) + 0.10 · recency + 0.10 · recall + scope + repo + boost) · status
 //! recency = 0.5 ^ (days since last update or recall / 30)
 //! recall  = n / (n + 3)               for n earlier recalls
 //! scope   = task 0.10, repo 0.07, user 0.04, global 0
@@ -12,7 +13,9 @@
 //! ```
 //!
 //! Relevance dominates, so a memory that matches well is never buried by one that is only
-//! recent; the rest break near-ties the way a person would.
+//! recent; the rest break near-ties the way a person would. Relevance is spread over the
+//! candidates' own range: cosine similarities and fused scores sit close together (0.4 to
+//! 0.6, say), and dividing by the best alone would leave recall history to decide the order.
 
 use std::cmp::Ordering;
 
@@ -46,13 +49,15 @@ pub(crate) fn rank(
     preferences: &Preferences<'_>,
     now: Timestamp,
 ) -> Vec<Ranked> {
-    let best =
-        candidates.iter().map(|candidate| candidate.relevance).fold(f64::MIN_POSITIVE, f64::max);
+    let best = candidates.iter().map(|candidate| candidate.relevance).fold(f64::MIN, f64::max);
+    let worst = candidates.iter().map(|candidate| candidate.relevance).fold(f64::MAX, f64::min);
+    let spread = best - worst;
+    let relative = |relevance: f64| if spread > 0.0 { (relevance - worst) / spread } else { 1.0 };
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
         .filter(|candidate| belongs(&candidate.memory, preferences.repo))
         .map(|candidate| {
-            let score = score(&candidate.memory, candidate.relevance / best, preferences, now);
+            let score = score(&candidate.memory, relative(candidate.relevance), preferences, now);
             Ranked { memory: candidate.memory, score }
         })
         .collect();

@@ -63,14 +63,18 @@ impl Semantic {
         self.wake.notify_one();
     }
 
-    /// Whether the stored vectors are loaded and nothing waits to be embedded.
-    pub(crate) fn caught_up(&self) -> bool {
-        self.loaded.load(Ordering::Acquire) && self.pending() == 0
+    /// Whether the stored vectors are in the index.
+    pub(crate) fn loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
     }
 
     /// The `k` memories nearest in meaning to `text`, most similar first.
     pub(crate) async fn nearest(&self, text: &str, k: usize) -> Result<Vec<(String, f32)>> {
-        let mut vectors = self.embedder.embed(&[text.to_owned()]).await.map_err(|error| Error::Embedding(error.to_string()))?;
+        let mut vectors = self
+            .embedder
+            .embed(&[text.to_owned()])
+            .await
+            .map_err(|error| Error::Embedding(error.to_string()))?;
         let query = vectors.pop().unwrap_or_default();
         Ok(self.index.read().expect("index lock").search(&query, k))
     }
@@ -78,7 +82,9 @@ impl Semantic {
 
 /// The worker: ends when the engine that owns `semantic` is dropped.
 async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: Arc<Notify>) {
-    let Some(model) = semantic.upgrade().map(|semantic| semantic.model().to_owned()) else { return };
+    let Some(model) = semantic.upgrade().map(|semantic| semantic.model().to_owned()) else {
+        return;
+    };
     match store.load_embeddings(&model).await {
         Ok(vectors) => {
             let Some(semantic) = semantic.upgrade() else { return };
@@ -120,15 +126,20 @@ async fn embed_batch(semantic: &Semantic, store: &dyn Store, model: &str) -> Res
         return Ok(0);
     }
     let texts: Vec<String> = pending.iter().map(|item| item.content.clone()).collect();
-    let vectors = semantic.embedder.embed(&texts).await.map_err(|error| Error::Embedding(error.to_string()))?;
+    let vectors = semantic
+        .embedder
+        .embed(&texts)
+        .await
+        .map_err(|error| Error::Embedding(error.to_string()))?;
     let embedded: Vec<_> = pending.into_iter().zip(vectors).collect();
-    store.store_embeddings(model, &embedded).await?;
+    // The index first: once the store says nothing is pending, every vector is searchable.
     {
         let mut index = semantic.index.write().expect("index lock");
         for (item, vector) in &embedded {
             index.upsert(&item.memory_id, vector);
         }
     }
+    store.store_embeddings(model, &embedded).await?;
     semantic.pending.store(store.count_pending_embeddings(model).await?, Ordering::Relaxed);
     Ok(embedded.len())
 }
@@ -144,13 +155,18 @@ pub(crate) async fn candidates(
 ) -> Result<Vec<TextMatch>> {
     let nearest = semantic.nearest(text, k).await?;
     let ids: Vec<String> = nearest.iter().map(|(id, _)| id.clone()).collect();
-    let mut memories: HashMap<String, Memory> =
-        store.get_memories(&ids).await?.into_iter().map(|memory| (memory.id.clone(), memory)).collect();
+    let mut memories: HashMap<String, Memory> = store
+        .get_memories(&ids)
+        .await?
+        .into_iter()
+        .map(|memory| (memory.id.clone(), memory))
+        .collect();
     Ok(nearest
         .into_iter()
         .filter_map(|(id, similarity)| {
             let memory = memories.remove(&id)?;
-            passes(&memory, filter).then_some(TextMatch { memory, relevance: f64::from(similarity.max(0.0)) })
+            passes(&memory, filter)
+                .then_some(TextMatch { memory, relevance: f64::from(similarity.max(0.0)) })
         })
         .collect())
 }
@@ -219,31 +235,55 @@ mod tests {
             source: None,
             metadata: Default::default(),
         };
-        let texts = ["the staging cluster restarts nightly", "coffee machine on floor two", "release notes go in CHANGELOG"];
-        let created = engine.create_memories(texts.iter().map(|text| new(text)).collect(), "tester").await.unwrap();
-        engine.embeddings_settled().await;
+        let texts = [
+            "the staging cluster restarts nightly",
+            "coffee machine on floor two",
+            "release notes go in CHANGELOG",
+        ];
+        let created = engine
+            .create_memories(texts.iter().map(|text| new(text)).collect(), "tester")
+            .await
+            .unwrap();
+        engine.embeddings_settled().await.unwrap();
         assert_eq!(engine.embeddings_pending(), 0);
         assert_eq!(engine.retrieval(), RetrievalMode::Hybrid);
 
-        let search = |q: &str, mode| SearchQuery { q: Some(q.to_owned()), mode: Some(mode), ..SearchQuery::default() };
-        let semantic = engine.search(search("staging cluster restarts", RetrievalMode::Semantic)).await.unwrap();
+        let search = |q: &str, mode| SearchQuery {
+            q: Some(q.to_owned()),
+            mode: Some(mode),
+            ..SearchQuery::default()
+        };
+        let semantic = engine
+            .search(search("staging cluster restarts", RetrievalMode::Semantic))
+            .await
+            .unwrap();
         assert_eq!(semantic.hits[0].memory.id, created[0].id);
         let hybrid = engine.search(search("coffee floor", RetrievalMode::Hybrid)).await.unwrap();
         assert_eq!(hybrid.hits[0].memory.id, created[1].id);
 
-        let patch = cairn_types::MemoryPatch { content: Some("the coffee machine moved to floor three".to_owned()), ..Default::default() };
+        let patch = cairn_types::MemoryPatch {
+            content: Some("the coffee machine moved to floor three".to_owned()),
+            ..Default::default()
+        };
         engine.update_memory(&created[1].id, patch, "tester").await.unwrap();
-        engine.embeddings_settled().await;
-        let moved = engine.search(search("machine moved floor three", RetrievalMode::Semantic)).await.unwrap();
+        engine.embeddings_settled().await.unwrap();
+        let moved = engine
+            .search(search("machine moved floor three", RetrievalMode::Semantic))
+            .await
+            .unwrap();
         assert_eq!(moved.hits[0].memory.id, created[1].id, "a changed memory is embedded again");
 
         drop(engine);
         let reopened = Engine::new(open()).with_embedder(Arc::new(HashingEmbedder::new(256)));
-        reopened.embeddings_settled().await;
-        let again = reopened.search(search("release notes changelog", RetrievalMode::Semantic)).await.unwrap();
+        reopened.embeddings_settled().await.unwrap();
+        let again = reopened
+            .search(search("release notes changelog", RetrievalMode::Semantic))
+            .await
+            .unwrap();
         assert_eq!(again.hits[0].memory.id, created[2].id, "stored vectors are loaded at start");
         let fulltext_only = Engine::new(open());
-        let refused = fulltext_only.search(search("anything", RetrievalMode::Semantic)).await.unwrap_err();
+        let refused =
+            fulltext_only.search(search("anything", RetrievalMode::Semantic)).await.unwrap_err();
         assert!(matches!(refused, Error::Invalid { field: "mode", .. }));
     }
 

@@ -16,7 +16,9 @@ fn to_blob(vector: &[f32]) -> Vec<u8> {
 }
 
 fn from_blob(blob: &[u8]) -> Vec<f32> {
-    blob.chunks_exact(4).map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])).collect()
+    blob.chunks_exact(4)
+        .map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+        .collect()
 }
 
 #[async_trait]
@@ -25,7 +27,9 @@ impl VectorStore for SqliteStore {
         let model = model.to_owned();
         self.read(move |connection| {
             let mut statement = connection
-                .prepare_cached(&format!("SELECT m.id, m.content, m.updated_at {PENDING} ORDER BY m.rowid LIMIT ?2"))
+                .prepare_cached(&format!(
+                    "SELECT m.id, m.content, m.updated_at {PENDING} ORDER BY m.rowid LIMIT ?2"
+                ))
                 .map_err(sql)?;
             let rows = statement
                 .query_map(params![model, limit], |row| {
@@ -54,11 +58,17 @@ impl VectorStore for SqliteStore {
         .await
     }
 
-    async fn store_embeddings(&self, model: &str, vectors: &[(PendingEmbedding, Vec<f32>)]) -> Result<()> {
+    async fn store_embeddings(
+        &self,
+        model: &str,
+        vectors: &[(PendingEmbedding, Vec<f32>)],
+    ) -> Result<()> {
         let model = model.to_owned();
         let rows: Vec<(String, i64, Vec<u8>)> = vectors
             .iter()
-            .map(|(pending, vector)| (pending.memory_id.clone(), pending.version.as_millis(), to_blob(vector)))
+            .map(|(pending, vector)| {
+                (pending.memory_id.clone(), pending.version.as_millis(), to_blob(vector))
+            })
             .collect();
         self.write_relaxed(move |tx| {
             let mut upsert = tx

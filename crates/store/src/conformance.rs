@@ -12,8 +12,8 @@ use cairn_types::{
 };
 
 use crate::{
-    PendingEmbedding, Audit, AuditFilter, ConflictRecord, ConnectorItem, ItemUpdate, MemoryChange, MemoryFilter,
-    Store, SyncBatch,
+    Audit, AuditFilter, ConflictRecord, ConnectorItem, ItemUpdate, MemoryChange, MemoryFilter,
+    PendingEmbedding, Store, SyncBatch,
 };
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
@@ -599,25 +599,49 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
     let second = sample_memory("second", Scope::User, 2);
     store.insert_memories(&[first.clone(), second.clone()], "tester").await.unwrap();
     let pending = store.pending_embeddings("m1", 10).await.unwrap();
-    assert_eq!(pending.iter().map(|p| p.memory_id.as_str()).collect::<Vec<_>>(), [first.id.as_str(), second.id.as_str()]);
+    assert_eq!(
+        pending.iter().map(|p| p.memory_id.as_str()).collect::<Vec<_>>(),
+        [first.id.as_str(), second.id.as_str()]
+    );
     assert_eq!(store.count_pending_embeddings("m1").await.unwrap(), 2);
 
     store.store_embeddings("m1", &[(pending[0].clone(), vec![1.0, 0.0])]).await.unwrap();
     assert_eq!(store.count_pending_embeddings("m1").await.unwrap(), 1);
     assert_eq!(store.count_pending_embeddings("m2").await.unwrap(), 2, "models are apart");
-    assert_eq!(store.load_embeddings("m1").await.unwrap(), vec![(first.id.clone(), vec![1.0, 0.0])]);
+    assert_eq!(
+        store.load_embeddings("m1").await.unwrap(),
+        vec![(first.id.clone(), vec![1.0, 0.0])]
+    );
 
     let change = MemoryChange { content: Some("first, changed".to_owned()), ..Default::default() };
     store.update_memory(&first.id, &change, Timestamp::from_millis(9), &TEST_AUDIT).await.unwrap();
-    assert!(store.load_embeddings("m1").await.unwrap().is_empty(), "a changed memory's vector is stale");
-    let stale = PendingEmbedding { memory_id: first.id.clone(), content: "first".to_owned(), version: first.updated_at };
+    assert!(
+        store.load_embeddings("m1").await.unwrap().is_empty(),
+        "a changed memory's vector is stale"
+    );
+    let stale = PendingEmbedding {
+        memory_id: first.id.clone(),
+        content: "first".to_owned(),
+        version: first.updated_at,
+    };
     store.store_embeddings("m1", &[(stale, vec![0.0, 1.0])]).await.unwrap();
-    assert!(store.load_embeddings("m1").await.unwrap().is_empty(), "a vector of an old version is dropped");
+    assert!(
+        store.load_embeddings("m1").await.unwrap().is_empty(),
+        "a vector of an old version is dropped"
+    );
     let pending = store.pending_embeddings("m1", 10).await.unwrap();
     assert_eq!(pending[0].content, "first, changed");
     assert_eq!(pending[0].version, Timestamp::from_millis(9));
 
-    let archive = MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
-    store.update_memory(&second.id, &archive, Timestamp::from_millis(10), &TEST_AUDIT).await.unwrap();
-    assert_eq!(store.count_pending_embeddings("m1").await.unwrap(), 1, "archived memories wait for nothing");
+    let archive =
+        MemoryChange { archived_at: Some(Some(Timestamp::from_millis(10))), ..Default::default() };
+    store
+        .update_memory(&second.id, &archive, Timestamp::from_millis(10), &TEST_AUDIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.count_pending_embeddings("m1").await.unwrap(),
+        1,
+        "archived memories wait for nothing"
+    );
 }

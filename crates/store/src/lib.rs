@@ -291,7 +291,11 @@ pub trait VectorStore: Send + Sync {
 
     /// Stores vectors (replacing older ones of the same model) in one transaction. A vector
     /// whose memory changed since it was read is dropped: it will be embedded again.
-    async fn store_embeddings(&self, model: &str, vectors: &[(PendingEmbedding, Vec<f32>)]) -> Result<()>;
+    async fn store_embeddings(
+        &self,
+        model: &str,
+        vectors: &[(PendingEmbedding, Vec<f32>)],
+    ) -> Result<()>;
 
     /// Every current vector of `model` for memories that are not archived.
     async fn load_embeddings(&self, model: &str) -> Result<Vec<(String, Vec<f32>)>>;
