@@ -128,3 +128,51 @@ async fn without_an_embedder_retrieval_is_fulltext() {
         "an unreachable endpoint degrades, not fails"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_model_finds_paraphrases() {
+    let directory = tempfile::tempdir().unwrap();
+    let fetched = crate::util::run_cairn(directory.path(), "model", &["fetch"], &[]);
+    assert!(fetched.status.success(), "{}", String::from_utf8_lossy(&fetched.stderr));
+    assert!(String::from_utf8_lossy(&fetched.stdout).contains("installed all-MiniLM-L6-v2"));
+
+    let daemon = Daemon::start_in(directory.path());
+    assert_eq!(
+        daemon.get("/api/health").await.body["retrieval"],
+        "hybrid",
+        "an installed model is used by default"
+    );
+    let dark = daemon
+        .remember(
+            json!({"content": "The user prefers dark mode in every editor.", "scope": "user"}),
+        )
+        .await;
+    daemon
+        .remember(
+            json!({"content": "The build uses cargo and takes four minutes.", "scope": "repo"}),
+        )
+        .await;
+    daemon
+        .remember(json!({"content": "Standups are at nine on Mondays.", "scope": "global"}))
+        .await;
+    for _ in 0..200 {
+        if daemon.get("/api/health").await.body["embeddingsPending"] == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let question = "/api/search?q=which%20colour%20scheme%20is%20favoured";
+    let words_only = daemon.get(&format!("{question}&mode=fulltext")).await;
+    assert!(
+        words_only.body["hits"].as_array().unwrap().is_empty(),
+        "no word in common: {words_only:?}"
+    );
+    let meaning = daemon.get(&format!("{question}&mode=semantic")).await;
+    assert_eq!(meaning.body["hits"][0]["memory"]["id"], dark.as_str(), "{meaning:?}");
+    let hybrid = daemon.get(question).await;
+    assert_eq!(
+        hybrid.body["hits"][0]["memory"]["id"],
+        dark.as_str(),
+        "fusion keeps what meaning alone found"
+    );
+}

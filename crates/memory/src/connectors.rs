@@ -245,6 +245,7 @@ impl Engine {
                 self.entry_tokens
                     .insert(memory, tokens::count_tokens(&context::format_entry(memory)));
             }
+            self.wake_embedder(batch.inserts.len() + batch.updates.len());
             report.imported += batch.inserts.len() as u64;
             report.updated += batch.updates.len() as u64;
             report.archived += batch.removals.len() as u64;

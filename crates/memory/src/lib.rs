@@ -140,7 +140,7 @@ impl Engine {
             })
             .collect::<Result<Vec<_>>>()?;
         self.store.insert_memories(&memories, actor).await?;
-        self.wake_embedder();
+        self.wake_embedder(memories.len());
         // Count each new memory's context entry now, while it is at hand, so the context
         // packs that use it do not tokenize on their hot path.
         for memory in &memories {
@@ -191,7 +191,7 @@ impl Engine {
             archived_at: patch.archived.map(|archived| archived.then_some(now)),
         };
         let updated = self.apply_change(id, &change, now, &Audit { actor, action }).await?;
-        self.wake_embedder();
+        self.wake_embedder(1);
         Ok(updated)
     }
 
@@ -322,9 +322,10 @@ impl Engine {
         }
     }
 
-    fn wake_embedder(&self) {
+    /// Tells the embedding worker that `written` memories were created or changed.
+    pub(crate) fn wake_embedder(&self, written: usize) {
         if let Some(semantic) = &self.semantic {
-            semantic.wake();
+            semantic.written(written as u64);
         }
     }
 

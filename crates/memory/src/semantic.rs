@@ -1,11 +1,17 @@
 //! Semantic retrieval: a background worker that embeds memories (never on the write path),
 //! the in-memory index it fills, and the fusion of semantic and full-text rankings.
 //!
-//! Fusion is reciprocal rank fusion: a memory's fused relevance is the sum, over the two
-//! rankings it appears in, of `1 / (K + rank)`. It needs no calibration between BM25 scores
-//! and cosine similarities (which live on unrelated scales), rewards memories both methods
-//! find, and lets either method alone surface what the other misses. `K = 60`, the value of
-//! the original paper, keeps the top few ranks of each list from dominating.
+//! Fusion is weighted reciprocal rank fusion: a memory's fused relevance is the sum, over the
+//! two rankings it appears in, of `weight / (K + rank)`. It needs no calibration between BM25
+//! scores and cosine similarities (which live on unrelated scales), rewards memories both
+//! methods find, and lets either method alone surface what the other misses.
+//!
+//! `K = 20` (the original paper's 60 flattens the top of each list: agreement at ranks 1–3
+//! should count more than at 30) and the semantic ranking weighs half the full-text one: a
+//! small sentence model is less precise than exact words, names and numbers, but finds the
+//! paraphrases they miss. On the LoCoMo development set these settings lift recall@5 from
+//! 50.7 % (K = 60, equal weights) to 55.9 %, above full text alone (54.6 %); see
+//! `docs/retrieval.md`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +26,9 @@ use crate::embed::{Embedder, FlatIndex, VectorIndex};
 use crate::{Error, Result};
 
 /// The rank offset of reciprocal rank fusion.
-const FUSION_K: f64 = 60.0;
+const FUSION_K: f64 = 20.0;
+/// How much the semantic ranking counts beside the full-text one.
+const SEMANTIC_WEIGHT: f64 = 0.5;
 /// How many memories the worker embeds at once.
 const BATCH: u32 = 32;
 /// How long the worker sleeps when nothing waits, unless woken by a write.
@@ -63,6 +71,12 @@ impl Semantic {
         self.wake.notify_one();
     }
 
+    /// Counts `written` memories as waiting (until the worker's next exact count) and wakes it.
+    pub(crate) fn written(&self, written: u64) {
+        self.pending.fetch_add(written, Ordering::Relaxed);
+        self.wake();
+    }
+
     /// Whether the stored vectors are in the index.
     pub(crate) fn loaded(&self) -> bool {
         self.loaded.load(Ordering::Acquire)
@@ -99,6 +113,9 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
         Err(error) => tracing::error!(%error, "loading stored vectors failed"),
     }
     if let Some(semantic) = semantic.upgrade() {
+        if let Ok(pending) = store.count_pending_embeddings(&model).await {
+            semantic.pending.store(pending, Ordering::Relaxed);
+        }
         semantic.loaded.store(true, Ordering::Release);
     }
     loop {
@@ -182,9 +199,9 @@ fn passes(memory: &Memory, filter: &MemoryFilter) -> bool {
 pub(crate) fn fuse(fulltext: Vec<TextMatch>, semantic: Vec<TextMatch>) -> Vec<TextMatch> {
     let mut fused: Vec<TextMatch> = Vec::with_capacity(fulltext.len() + semantic.len());
     let mut positions: HashMap<String, usize> = HashMap::new();
-    for ranking in [fulltext, semantic] {
+    for (ranking, weight) in [(fulltext, 1.0), (semantic, SEMANTIC_WEIGHT)] {
         for (rank, candidate) in ranking.into_iter().enumerate() {
-            let score = 1.0 / (FUSION_K + rank as f64 + 1.0);
+            let score = weight / (FUSION_K + rank as f64 + 1.0);
             match positions.get(&candidate.memory.id) {
                 Some(&position) => fused[position].relevance += score,
                 None => {
@@ -291,7 +308,8 @@ mod tests {
     fn fusion_rewards_agreement_and_keeps_what_one_side_found() {
         let fused = fuse(ranked(&["a", "b", "c"]), ranked(&["b", "d"]));
         let order: Vec<&str> = fused.iter().map(|m| m.memory.id.as_str()).collect();
-        assert_eq!(order, ["b", "a", "d", "c"]);
-        assert!((fused[0].relevance - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-12);
+        assert_eq!(order, ["b", "a", "c", "d"], "full text counts more than meaning alone");
+        let expected = 1.0 / (FUSION_K + 2.0) + SEMANTIC_WEIGHT / (FUSION_K + 1.0);
+        assert!((fused[0].relevance - expected).abs() < 1e-12);
     }
 }
