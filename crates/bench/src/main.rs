@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bytes::Bytes;
 use cairn_memory::Engine;
+use cairn_memory::embed::HashingEmbedder;
 use cairn_store_sqlite::SqliteStore;
 use hyper::{Method, StatusCode};
 
@@ -132,6 +133,54 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
 }
 
 /// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N]`.
+/// Embedding throughput and query latency of the local model, when it is installed
+/// (`cairn model fetch`; `CAIRN_MODEL_DIR` points elsewhere).
+async fn local_model_figures(
+    report: &mut Report,
+    corpus: &Corpus,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let directory = match std::env::var_os("CAIRN_MODEL_DIR") {
+        Some(directory) => PathBuf::from(directory),
+        None => match std::env::var_os("HOME") {
+            Some(home) => cairn_embed::model_dir(&PathBuf::from(home).join(".local/share/cairn")),
+            None => PathBuf::new(),
+        },
+    };
+    if !cairn_embed::model_installed(&directory) {
+        report.note(format!(
+            "the local model is not installed in {}; its figures are left out",
+            directory.display()
+        ));
+        return Ok(());
+    }
+    eprintln!("local model…");
+    let model = cairn_embed::LocalModel::load(&directory).map_err(anyhow::Error::msg)?;
+    let texts: Vec<String> = (0..512).map(|_| corpus.memory(rng).content).collect();
+    let started = Instant::now();
+    for batch in texts.chunks(32) {
+        cairn_memory::embed::Embedder::embed(&model, batch).await?;
+    }
+    let per_second = texts.len() as f64 / started.elapsed().as_secs_f64();
+    report.info(
+        "embedding throughput, all-MiniLM-L6-v2".to_owned(),
+        format!("{}/s", count(per_second)),
+    );
+    let mut samples = Vec::new();
+    for _ in 0..100 {
+        let query = vec![corpus.query(rng)];
+        let started = Instant::now();
+        cairn_memory::embed::Embedder::embed(&model, &query).await?;
+        samples.push(started.elapsed());
+    }
+    let lat = Latencies::new(samples);
+    report.info(
+        "query embedding p50 / p99, all-MiniLM-L6-v2".to_owned(),
+        format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
+    );
+    Ok(())
+}
+
 fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
     let mut options =
         eval::EvalOptions { data: PathBuf::new(), model_dir: None, hashing: false, budget: 500 };
@@ -377,6 +426,29 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
                 format!("  part: candidates / packed, {n}"),
                 format!("{:.0} / {:.1}", parts.mean_candidates, parts.mean_packed),
             );
+            eprintln!("[{n}] hybrid retrieval (hashing embedder: the index and fusion)…");
+            let hybrid = engine.clone().with_embedder(Arc::new(HashingEmbedder::new(384)));
+            let started = Instant::now();
+            hybrid.embeddings_settled().await?;
+            report.info(
+                format!("  embed {n} memories (hashing, 384 dimensions)"),
+                duration(started.elapsed()),
+            );
+            let context =
+                inproc::context(&hybrid, &corpus, &mut rng, WARM_UP_CALLS, options.calls).await?;
+            let lat = &context.latencies;
+            report.info(
+                format!("hybrid context p50 / p99, {n}"),
+                format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
+            );
+            let search =
+                inproc::search(&hybrid, &corpus, &mut rng, WARM_UP_CALLS, options.calls).await?;
+            let lat = &search.latencies;
+            report.info(
+                format!("hybrid search p50 / p99, {n}"),
+                format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
+            );
+            drop(hybrid);
             // The engine and its connections close here, before the daemon opens the file.
         }
 
@@ -388,6 +460,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             report.note(format!("kept the data directory {}", dir.keep().display()));
         }
     }
+    local_model_figures(&mut report, &corpus, &mut Rng::new(options.seed)).await?;
     report.rows.push(Row {
         figure: "SSE delivery p99".into(),
         measured: "not measured".into(),

@@ -118,14 +118,18 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
         }
         semantic.loaded.store(true, Ordering::Release);
     }
+    // Passes over storage order from a cursor, so each batch reads only new rows; a pass
+    // that finds nothing starts over once, to catch memories changed behind the cursor.
+    let mut cursor = 0;
     loop {
         let Some(current) = semantic.upgrade() else { return };
-        match embed_batch(&current, store.as_ref(), &model).await {
-            Ok(0) => {
+        match embed_batch(&current, store.as_ref(), &model, cursor).await {
+            Ok(Some(last)) => cursor = last,
+            Ok(None) if cursor > 0 => cursor = 0,
+            Ok(None) => {
                 drop(current);
                 let _ = tokio::time::timeout(IDLE, wake.notified()).await;
             }
-            Ok(_) => {}
             Err(error) => {
                 tracing::warn!(%error, "embedding failed; retrying shortly");
                 drop(current);
@@ -135,13 +139,22 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
     }
 }
 
-/// Embeds one batch of pending memories; returns how many it embedded.
-async fn embed_batch(semantic: &Semantic, store: &dyn Store, model: &str) -> Result<usize> {
-    let pending = store.pending_embeddings(model, BATCH).await?;
+/// Embeds one batch of pending memories after `cursor`; returns the last position embedded,
+/// or `None` when nothing waits there.
+async fn embed_batch(
+    semantic: &Semantic,
+    store: &dyn Store,
+    model: &str,
+    cursor: i64,
+) -> Result<Option<i64>> {
+    let pending = store.pending_embeddings(model, cursor, BATCH).await?;
     if pending.is_empty() {
-        semantic.pending.store(0, Ordering::Relaxed);
-        return Ok(0);
+        if cursor == 0 {
+            semantic.pending.store(0, Ordering::Relaxed);
+        }
+        return Ok(None);
     }
+    let last = pending.last().map(|item| item.position);
     let texts: Vec<String> = pending.iter().map(|item| item.content.clone()).collect();
     let vectors = semantic
         .embedder
@@ -157,8 +170,13 @@ async fn embed_batch(semantic: &Semantic, store: &dyn Store, model: &str) -> Res
         }
     }
     store.store_embeddings(model, &embedded).await?;
-    semantic.pending.store(store.count_pending_embeddings(model).await?, Ordering::Relaxed);
-    Ok(embedded.len())
+    // Counting exactly scans every memory, so it happens when the queue looks empty (above);
+    // between batches the count goes down by what was embedded.
+    let done = embedded.len() as u64;
+    let _ = semantic.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |pending| {
+        Some(pending.saturating_sub(done))
+    });
+    Ok(last)
 }
 
 /// The semantic ranking as full-text-style candidates: the nearest memories that pass the

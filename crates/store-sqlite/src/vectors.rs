@@ -23,20 +23,26 @@ fn from_blob(blob: &[u8]) -> Vec<f32> {
 
 #[async_trait]
 impl VectorStore for SqliteStore {
-    async fn pending_embeddings(&self, model: &str, limit: u32) -> Result<Vec<PendingEmbedding>> {
+    async fn pending_embeddings(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<PendingEmbedding>> {
         let model = model.to_owned();
         self.read(move |connection| {
             let mut statement = connection
                 .prepare_cached(&format!(
-                    "SELECT m.id, m.content, m.updated_at {PENDING} ORDER BY m.rowid LIMIT ?2"
+                    "SELECT m.rowid, m.id, m.content, m.updated_at {PENDING} AND m.rowid > ?3 ORDER BY m.rowid LIMIT ?2"
                 ))
                 .map_err(sql)?;
             let rows = statement
-                .query_map(params![model, limit], |row| {
+                .query_map(params![model, limit, after], |row| {
                     Ok(PendingEmbedding {
-                        memory_id: row.get(0)?,
-                        content: row.get(1)?,
-                        version: Timestamp::from_millis(row.get(2)?),
+                        position: row.get(0)?,
+                        memory_id: row.get(1)?,
+                        content: row.get(2)?,
+                        version: Timestamp::from_millis(row.get(3)?),
                     })
                 })
                 .map_err(sql)?;

@@ -598,12 +598,18 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
     let first = sample_memory("first", Scope::User, 1);
     let second = sample_memory("second", Scope::User, 2);
     store.insert_memories(&[first.clone(), second.clone()], "tester").await.unwrap();
-    let pending = store.pending_embeddings("m1", 10).await.unwrap();
+    let pending = store.pending_embeddings("m1", 0, 10).await.unwrap();
     assert_eq!(
         pending.iter().map(|p| p.memory_id.as_str()).collect::<Vec<_>>(),
         [first.id.as_str(), second.id.as_str()]
     );
     assert_eq!(store.count_pending_embeddings("m1").await.unwrap(), 2);
+    let rest = store.pending_embeddings("m1", pending[0].position, 10).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|p| p.memory_id.as_str()).collect::<Vec<_>>(),
+        [second.id.as_str()],
+        "paging goes on after a position"
+    );
 
     store.store_embeddings("m1", &[(pending[0].clone(), vec![1.0, 0.0])]).await.unwrap();
     assert_eq!(store.count_pending_embeddings("m1").await.unwrap(), 1);
@@ -620,6 +626,7 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
         "a changed memory's vector is stale"
     );
     let stale = PendingEmbedding {
+        position: pending[0].position,
         memory_id: first.id.clone(),
         content: "first".to_owned(),
         version: first.updated_at,
@@ -629,7 +636,7 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
         store.load_embeddings("m1").await.unwrap().is_empty(),
         "a vector of an old version is dropped"
     );
-    let pending = store.pending_embeddings("m1", 10).await.unwrap();
+    let pending = store.pending_embeddings("m1", 0, 10).await.unwrap();
     assert_eq!(pending[0].content, "first, changed");
     assert_eq!(pending[0].version, Timestamp::from_millis(9));
 

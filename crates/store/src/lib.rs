@@ -274,6 +274,8 @@ pub trait ConflictStore: Send + Sync {
 /// A memory waiting for its vector (it has none for the model, or its text changed since).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingEmbedding {
+    /// The memory's place in storage order: pass the last one seen as `after` to go on.
+    pub position: i64,
     pub memory_id: String,
     pub content: String,
     /// The memory's `updatedAt` when read: the vector is kept for this version.
@@ -283,8 +285,14 @@ pub struct PendingEmbedding {
 /// Storage for embeddings: one vector per memory and model, next to the memory.
 #[async_trait]
 pub trait VectorStore: Send + Sync {
-    /// Memories that are not archived and lack a current vector for `model`, oldest first.
-    async fn pending_embeddings(&self, model: &str, limit: u32) -> Result<Vec<PendingEmbedding>>;
+    /// Memories that are not archived and lack a current vector for `model`, in storage
+    /// order, starting after position `after` (0 for the start).
+    async fn pending_embeddings(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<PendingEmbedding>>;
 
     /// How many memories are waiting for a vector of `model`.
     async fn count_pending_embeddings(&self, model: &str) -> Result<u64>;
