@@ -34,6 +34,9 @@ pub fn bytes_response(
     response
 }
 
+/// Oversized bodies up to this size are read and dropped before the 413 is sent.
+const DRAIN_LIMIT: u64 = 16 * 1024 * 1024;
+
 /// Reads a whole body, refusing more than `limit` bytes with 413 `PAYLOAD_TOO_LARGE`.
 pub async fn read_body<B>(
     headers: &http::HeaderMap,
@@ -49,7 +52,13 @@ where
     };
     let declared =
         headers.get(CONTENT_LENGTH).and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
+    if let Some(length) = declared.filter(|length| *length > limit as u64) {
+        // Read and drop a moderately oversized body before answering, so the client, still
+        // sending, gets to read the 413 instead of a reset connection.
+        if length <= DRAIN_LIMIT {
+            let mut body = std::pin::pin!(body);
+            while let Some(Ok(_)) = body.frame().await {}
+        }
         return Err(too_large());
     }
     match Limited::new(body, limit).collect().await {
