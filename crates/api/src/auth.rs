@@ -91,7 +91,13 @@ impl Authenticator {
     /// In the solo profile, refuses requests a web page could have made: addressed to another
     /// host name (DNS rebinding) or sent from a page that is not on this machine (cross-site
     /// requests carry an `Origin`). Agents, curl and local tools pass.
-    pub(crate) fn check_local(&self, headers: &HeaderMap, uri: &http::Uri) -> Result<(), ApiError> {
+    /// `trusted_origins` are web origins allowed anyway (a runtime's CORS origins).
+    pub(crate) fn check_local(
+        &self,
+        headers: &HeaderMap,
+        uri: &http::Uri,
+        trusted_origins: &[String],
+    ) -> Result<(), ApiError> {
         if self.config.profile != Profile::Solo {
             return Ok(());
         }
@@ -112,7 +118,7 @@ impl Authenticator {
                 .strip_prefix("http://")
                 .or_else(|| origin.strip_prefix("https://"))
                 .is_some_and(is_loopback_authority);
-            if !local {
+            if !local && !trusted_origins.iter().any(|trusted| trusted == origin) {
                 return Err(ApiError::new(
                     ErrorCode::Forbidden,
                     format!(

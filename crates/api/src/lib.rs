@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use cairn_memory::Engine;
 use cairn_store::KeyStore;
-use cairn_types::ErrorCode;
+use cairn_types::{ErrorCode, Role};
 use http::{HeaderName, Request, Response};
 
 pub use crate::auth::{AuthConfig, JwtVerifier, Principal, Profile, hash_key, new_api_key};
@@ -87,7 +87,9 @@ impl MemoryApi {
         B: http_body::Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        if let Err(error) = self.inner.authenticator.check_local(request.headers(), request.uri()) {
+        if let Err(error) =
+            self.inner.authenticator.check_local(request.headers(), request.uri(), &[])
+        {
             return error.into_response();
         }
         let client = request.extensions().get::<ClientAddr>().map(|client| client.0.ip());
@@ -121,5 +123,37 @@ impl MemoryApi {
             response.headers_mut().insert(HeaderName::from_static(name), value);
         }
         response
+    }
+
+    /// Checks a request for a handler mounted beside this API (the conversation runtime)
+    /// as this API would: the solo profile's local-only rule (except for
+    /// `trusted_origins`), credentials, the role (`read` to read, `write` to change), and
+    /// the principal's rate limit. The error is the response to send.
+    pub async fn authorize_parts(
+        &self,
+        parts: &http::request::Parts,
+        writes: bool,
+        trusted_origins: &[String],
+    ) -> Result<Principal, Response<ResponseBody>> {
+        let authenticator = &self.inner.authenticator;
+        authenticator
+            .check_local(&parts.headers, &parts.uri, trusted_origins)
+            .map_err(ApiError::into_response)?;
+        let client = parts.extensions.get::<ClientAddr>().map(|client| client.0.ip());
+        let principal = authenticator
+            .authenticate(&parts.headers, client)
+            .await
+            .map_err(ApiError::into_response)?;
+        let (role, class) =
+            if writes { (Role::Write, RateClass::Write) } else { (Role::Read, RateClass::Read) };
+        if principal.role < role {
+            let message = format!(
+                "this operation needs the `{role}` role; the caller has `{}`",
+                principal.role
+            );
+            return Err(ApiError::new(ErrorCode::Forbidden, message).into_response());
+        }
+        self.inner.limiter.check(class, &principal.id).map_err(ApiError::into_response)?;
+        Ok(principal)
     }
 }

@@ -58,6 +58,37 @@ pub(crate) struct ServeArgs {
     /// Run the dream cycle on this schedule, e.g. `6h` or `30m` [default: never].
     #[arg(long, env = "SERVICE_DREAM_EVERY", value_parser = humantime::parse_duration)]
     dream_every: Option<std::time::Duration>,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+/// The conversation runtime's options.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RuntimeArgs {
+    /// A directory of agent definition files (`*.json`); default: the bundled example agent.
+    #[arg(long, env = "SERVICE_AGENTS_DIR")]
+    agents_dir: Option<PathBuf>,
+    /// A JSON file of `customEvents` and `journeyEvents` definitions (name + JSON Schema).
+    #[arg(long, env = "SERVICE_EVENTS_FILE")]
+    events_file: Option<PathBuf>,
+    /// A browser origin allowed to call the runtime (CORS); repeat for more.
+    #[arg(long = "cors-origin", env = "SERVICE_CORS_ORIGINS", value_delimiter = ',')]
+    cors_origins: Vec<String>,
+    /// An OpenAI-compatible chat-completions endpoint (base URL, e.g.
+    /// `https://api.openai.com/v1`) that writes the replies; without one, replies come from
+    /// the journeys and memory.
+    #[arg(long, env = "SERVICE_CHAT_URL")]
+    chat_url: Option<String>,
+    #[arg(long, env = "SERVICE_CHAT_MODEL", default_value = "gpt-4o-mini")]
+    chat_model: String,
+    #[arg(long, env = "SERVICE_CHAT_API_KEY", hide_env_values = true)]
+    chat_api_key: Option<String>,
+    /// How often event streams read the log when no append notification came.
+    #[arg(long, env = "SERVICE_SSE_POLL_INTERVAL_MS", default_value_t = 1000)]
+    sse_poll_interval_ms: u64,
+    /// Show the cause of internal errors in 500 responses (for development).
+    #[arg(long, env = "SERVICE_EXPOSE_INTERNAL_ERRORS")]
+    expose_internal_errors: bool,
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -85,7 +116,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
 
     let engine =
-        with_embedder(Engine::new(store), &args, database.parent().unwrap_or(&database)).await?;
+        with_embedder(Engine::new(store.clone()), &args, database.parent().unwrap_or(&database))
+            .await?;
     let config = ApiConfig {
         auth: AuthConfig { profile, jwt },
         rate_limits: RateLimits {
@@ -95,7 +127,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         ..ApiConfig::default()
     };
-    let services = Services { memory: MemoryApi::new(engine.clone(), config) };
+    let memory = MemoryApi::new(engine.clone(), config);
+    let runtime = runtime_handler(&args.runtime, store.clone(), engine.clone(), memory.clone())?;
+    let services = Services { memory, runtime: Some(runtime) };
 
     let address = SocketAddr::new(args.host, args.port);
     let listener =
@@ -114,6 +148,63 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Turns on semantic retrieval as configured, and says in the log which mode is active.
+/// The conversation runtime over the same store and engine, mounted at `/api/runtime` with
+/// the memory API's authentication.
+fn runtime_handler(
+    args: &RuntimeArgs,
+    store: Arc<cairn_store_sqlite::SqliteStore>,
+    engine: Engine,
+    memory: MemoryApi,
+) -> anyhow::Result<cairn_runtime::RuntimeHandler> {
+    use cairn_runtime::journey::Definitions;
+    use cairn_runtime::{Cors, CorsOptions, DefaultRuntime, HandlerOptions, RuntimeConfig};
+
+    let definitions = match &args.agents_dir {
+        Some(dir) => Definitions::load_dir(dir)
+            .map_err(|error| anyhow::anyhow!("agent definitions: {error}"))?,
+        None => Definitions::bundled(),
+    };
+    let events = match &args.events_file {
+        Some(path) => {
+            let text = std::fs::read(path)
+                .with_context(|| format!("cannot read the events file {}", path.display()))?;
+            serde_json::from_slice(&text)
+                .with_context(|| format!("the events file {}", path.display()))?
+        }
+        None => cairn_runtime::EventDefinitions::bundled(),
+    };
+    let journey_events = events.journey_events_for(&definitions);
+    let chat = args.chat_url.as_ref().map(|url| cairn_runtime::llm::ChatConfig {
+        url: url.clone(),
+        model: args.chat_model.clone(),
+        api_key: args.chat_api_key.clone(),
+        timeout: std::time::Duration::from_secs(60),
+    });
+    tracing::info!(
+        agents = %definitions.agent_ids().collect::<Vec<_>>().join(", "),
+        replies = if chat.is_some() { "language model" } else { "journeys and memory" },
+        "conversation runtime ready at {}",
+        cairn_server::RUNTIME_BASE_PATH
+    );
+    let config =
+        RuntimeConfig { definitions: Arc::new(definitions), chat, ..RuntimeConfig::default() };
+    let runtime = DefaultRuntime::new(store, Some(engine), config);
+    let mut options = HandlerOptions::new(Arc::new(runtime))
+        .base_path(cairn_server::RUNTIME_BASE_PATH)
+        .authorize(cairn_server::MemoryAuthorize {
+            memory,
+            trusted_origins: args.cors_origins.clone(),
+        })
+        .custom_events(events.custom_events)
+        .journey_events(journey_events)
+        .expose_internal_errors(args.expose_internal_errors)
+        .sse_poll_interval(std::time::Duration::from_millis(args.sse_poll_interval_ms));
+    if !args.cors_origins.is_empty() {
+        options = options.cors(Cors::Explicit(CorsOptions::new(args.cors_origins.clone())));
+    }
+    options.build().map_err(|error| anyhow::anyhow!(error))
+}
+
 async fn with_embedder(
     engine: Engine,
     args: &ServeArgs,

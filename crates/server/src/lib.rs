@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, ResponseBody};
+use cairn_runtime::{Authorization, Authorize, RuntimeHandler};
 use cairn_types::ErrorCode;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -43,10 +44,34 @@ impl Default for ServerConfig {
     }
 }
 
-/// The handlers the daemon serves.
+/// Where the daemon mounts the conversation runtime.
+pub const RUNTIME_BASE_PATH: &str = "/api/runtime";
+
+/// The handlers the daemon serves: the memory API, and the conversation runtime under
+/// [`RUNTIME_BASE_PATH`] when there is one.
 #[derive(Clone)]
 pub struct Services {
     pub memory: MemoryApi,
+    pub runtime: Option<RuntimeHandler>,
+}
+
+/// The runtime's `authorize` hook in the daemon: the memory API's own authentication, so
+/// one key or token works for both. Reads need the `read` role, everything else `write`.
+pub struct MemoryAuthorize {
+    pub memory: MemoryApi,
+    /// Browser origins the runtime's CORS allows; the solo profile lets them through.
+    pub trusted_origins: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl Authorize for MemoryAuthorize {
+    async fn authorize(&self, _path: &str, request: &http::request::Parts) -> Authorization {
+        let writes = request.method != http::Method::GET;
+        match self.memory.authorize_parts(request, writes, &self.trusted_origins).await {
+            Ok(_) => Authorization::Allow,
+            Err(response) => Authorization::Respond(response),
+        }
+    }
 }
 
 impl Services {
@@ -58,7 +83,11 @@ impl Services {
         let started = Instant::now();
         request.extensions_mut().insert(ClientAddr(peer));
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-        let response = self.memory.handle(request).await;
+        let runtime = self.runtime.as_ref().filter(|_| is_runtime_path(&path));
+        let response = match runtime {
+            Some(runtime) => runtime.handle(request).await,
+            None => self.memory.handle(request).await,
+        };
         tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
         response
     }
@@ -138,11 +167,20 @@ pub async fn serve(
 
     drop(listener);
     tracing::info!("shutting down: finishing in-flight requests");
+    if let Some(runtime) = &services.runtime {
+        // Event streams never end by themselves; end them so connections can close.
+        runtime.shutdown();
+    }
     tokio::select! {
         () = graceful.shutdown() => tracing::info!("all connections closed"),
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
     }
     Ok(())
+}
+
+fn is_runtime_path(path: &str) -> bool {
+    path.strip_prefix(RUNTIME_BASE_PATH)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn is_connection_error(error: &io::Error) -> bool {

@@ -7,6 +7,7 @@
 mod audit;
 mod conflicts;
 mod connectors;
+mod conversations;
 mod keys;
 mod migrations;
 mod rows;

@@ -147,6 +147,53 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (memory_rowid, model)
     ) WITHOUT ROWID;
     "#,
+    // 4: the conversation runtime: conversations with their snapshot, the event log, widget
+    // prompts and idempotency keys. JSON columns hold text; times are milliseconds.
+    r#"
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        channel TEXT,
+        context TEXT NOT NULL,
+        lifecycle TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        -- The offset the next event gets: commits read and bump it, so offsets have no gaps.
+        next_offset INTEGER NOT NULL,
+        snapshot TEXT NOT NULL
+    );
+    CREATE INDEX conversations_by_agent ON conversations (agent_id, id);
+    CREATE INDEX conversations_by_updated ON conversations (updated_at);
+
+    CREATE TABLE runtime_events (
+        conversation_id TEXT NOT NULL,
+        offset INTEGER NOT NULL,
+        id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, offset)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE runtime_prompts (
+        conversation_id TEXT NOT NULL,
+        prompt_id TEXT NOT NULL,
+        widget_kind TEXT NOT NULL,
+        input TEXT NOT NULL,
+        offset INTEGER NOT NULL,
+        -- NULL while the prompt is open.
+        output TEXT,
+        PRIMARY KEY (conversation_id, prompt_id)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE runtime_idempotency (
+        key TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        first_offset INTEGER NOT NULL,
+        end_offset INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

@@ -20,6 +20,10 @@ pub enum ErrorCode {
     RateLimited,
     InternalError,
     Unavailable,
+    ConversationNotFound,
+    PromptNotFound,
+    ConversationClosed,
+    CapabilityNotSupported,
 }
 
 impl ErrorCode {
@@ -39,6 +43,10 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
             ErrorCode::Unavailable => "SERVICE_UNAVAILABLE",
+            ErrorCode::ConversationNotFound => "CONVERSATION_NOT_FOUND",
+            ErrorCode::PromptNotFound => "PROMPT_NOT_FOUND",
+            ErrorCode::ConversationClosed => "CONVERSATION_CLOSED",
+            ErrorCode::CapabilityNotSupported => "CAPABILITY_NOT_SUPPORTED",
         }
     }
 
@@ -51,13 +59,16 @@ impl ErrorCode {
             | ErrorCode::MemoryNotFound
             | ErrorCode::EvidenceNotFound
             | ErrorCode::ConnectorNotFound
-            | ErrorCode::ConflictNotFound => 404,
+            | ErrorCode::ConflictNotFound
+            | ErrorCode::ConversationNotFound
+            | ErrorCode::PromptNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::Conflict => 409,
+            ErrorCode::Conflict | ErrorCode::ConversationClosed => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::ValidationError => 422,
             ErrorCode::RateLimited => 429,
             ErrorCode::InternalError => 500,
+            ErrorCode::CapabilityNotSupported => 501,
             ErrorCode::Unavailable => 503,
         }
     }
@@ -74,7 +85,8 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
     /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
-    /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`.
+    /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`; the runtime adds `CONVERSATION_NOT_FOUND`,
+    /// `PROMPT_NOT_FOUND`, `CONVERSATION_CLOSED` and `CAPABILITY_NOT_SUPPORTED`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,
     #[schema(

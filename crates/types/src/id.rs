@@ -10,6 +10,11 @@ pub enum IdPrefix {
     Audit,
     Connector,
     Conflict,
+    Conversation,
+    Event,
+    Message,
+    Prompt,
+    Activity,
 }
 
 impl IdPrefix {
@@ -22,6 +27,11 @@ impl IdPrefix {
             IdPrefix::Audit => "aud",
             IdPrefix::Connector => "conn",
             IdPrefix::Conflict => "cfl",
+            IdPrefix::Conversation => "conv",
+            IdPrefix::Event => "evt",
+            IdPrefix::Message => "msg",
+            IdPrefix::Prompt => "prm",
+            IdPrefix::Activity => "act",
         }
     }
 }

@@ -15,6 +15,7 @@ mod health;
 mod id;
 mod memory;
 mod outcome;
+mod runtime;
 mod timestamp;
 
 pub use auth::{ApiKey, Role};
@@ -39,6 +40,9 @@ pub use memory::{
 pub use outcome::{
     EvidenceFormat, EvidencePack, EvidencePackRequest, Outcome, OutcomeRequest, PatchEvidence,
     PatchEvidenceRequest,
+};
+pub use runtime::{
+    Conversation, ConversationChannel, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot,
 };
 pub use timestamp::Timestamp;
 

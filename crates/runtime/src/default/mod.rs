@@ -1,0 +1,1001 @@
+//! The default runtime: conversations and their event log in Cairn's storage, agents and
+//! journeys from definition files, answers from the memory engine, and an optional
+//! OpenAI-compatible language model for the replies.
+//!
+//! Steps of one conversation run one at a time (a lock per conversation), so each step
+//! sees the state the previous one left; the store still assigns offsets atomically, so
+//! other processes writing the same file keep the log gapless too.
+
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use cairn_memory::Engine;
+use cairn_store::{Commit, CommitOutcome, ConversationQuery, ConversationStore, NewEvent};
+use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Timestamp, new_id};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use self::turn::{Input, TurnOutput};
+use crate::channel::ResolveOutputInput;
+use crate::channel::{ChannelEventInput, ChannelEventNature, ChannelEventResult, Direction};
+use crate::journey::{Agent, Definitions, Trigger};
+use crate::llm::{ChatClient, ChatConfig, ChatMessage};
+use crate::runtime::*;
+use crate::support::shorten;
+
+/// How many events one read of the log returns at most.
+const EVENT_PAGE: u32 = 10_000;
+const DEFAULT_LIST_LIMIT: u32 = 50;
+const MAX_LIST_LIMIT: u32 = 200;
+/// How many earlier messages the language model sees.
+const HISTORY_MESSAGES: usize = 20;
+
+/// Options of the default runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    pub definitions: Arc<Definitions>,
+    /// The agent of conversations created without one (default: the definitions' first).
+    pub default_agent_id: Option<String>,
+    /// An OpenAI-compatible chat-completions endpoint that writes the replies.
+    pub chat: Option<ChatConfig>,
+    /// How many memories an answer draws on.
+    pub answer_limit: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> RuntimeConfig {
+        RuntimeConfig {
+            definitions: Arc::new(Definitions::bundled()),
+            default_agent_id: None,
+            chat: None,
+            answer_limit: 3,
+        }
+    }
+}
+
+/// The default [`Runtime`].
+pub struct DefaultRuntime {
+    store: Arc<dyn ConversationStore>,
+    engine: Option<Engine>,
+    definitions: Arc<Definitions>,
+    default_agent_id: String,
+    chat: Option<ChatClient>,
+    answer_limit: u32,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    appended: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+impl DefaultRuntime {
+    /// A runtime over `store`, answering from `engine` when one is given.
+    pub fn new(
+        store: Arc<dyn ConversationStore>,
+        engine: Option<Engine>,
+        config: RuntimeConfig,
+    ) -> DefaultRuntime {
+        let default_agent_id = config
+            .default_agent_id
+            .or_else(|| config.definitions.default_agent_id().map(str::to_owned))
+            .unwrap_or_else(|| "default".to_owned());
+        DefaultRuntime {
+            store,
+            engine,
+            definitions: config.definitions,
+            default_agent_id,
+            chat: config.chat.map(ChatClient::new),
+            answer_limit: config.answer_limit.max(1),
+            locks: Mutex::new(HashMap::new()),
+            appended: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn definitions(&self) -> &Definitions {
+        &self.definitions
+    }
+
+    /// Holds the conversation's step lock until the guard is dropped.
+    async fn lock(&self, conversation_id: &str) -> StepGuard<'_> {
+        let lock = {
+            let mut locks = self.locks.lock().expect("lock table poisoned");
+            locks.entry(conversation_id.to_owned()).or_default().clone()
+        };
+        let guard = lock.clone().lock_owned().await;
+        StepGuard { runtime: self, id: conversation_id.to_owned(), lock, _guard: guard }
+    }
+
+    async fn load(&self, conversation_id: &str) -> Result<(Conversation, Snapshot)> {
+        let conversation = self
+            .store
+            .get_conversation(conversation_id)
+            .await
+            .map_err(RuntimeError::internal)?
+            .ok_or_else(|| RuntimeError::ConversationNotFound(conversation_id.to_owned()))?;
+        let snapshot = self
+            .store
+            .get_snapshot(conversation_id)
+            .await
+            .map_err(RuntimeError::internal)?
+            .unwrap_or_else(|| Snapshot::empty(&conversation));
+        Ok((conversation, snapshot))
+    }
+
+    /// Loads a conversation that must not be closed.
+    async fn load_open(&self, conversation_id: &str) -> Result<(Conversation, Snapshot)> {
+        let (conversation, snapshot) = self.load(conversation_id).await?;
+        if conversation.lifecycle == Lifecycle::Closed {
+            return Err(RuntimeError::ConversationClosed(conversation.id));
+        }
+        Ok((conversation, snapshot))
+    }
+
+    fn agent(&self, conversation: &Conversation) -> Option<&Agent> {
+        self.definitions.agent(&conversation.agent_id)
+    }
+
+    /// Commits and tells event streams. A duplicate idempotency key is the caller's concern.
+    async fn commit(&self, commit: Commit) -> Result<CommitOutcome> {
+        let outcome = self.store.commit(&commit).await.map_err(RuntimeError::internal)?;
+        match &outcome {
+            CommitOutcome::Committed { events, .. } => {
+                if let Some(last) = events.last() {
+                    self.announce(&commit.conversation_id, last.offset + 1);
+                }
+            }
+            CommitOutcome::NotFound => {
+                return Err(RuntimeError::ConversationNotFound(commit.conversation_id));
+            }
+            CommitOutcome::Duplicate(_) => {}
+        }
+        Ok(outcome)
+    }
+
+    /// Commits a step that carries no idempotency key.
+    async fn commit_step(&self, commit: Commit) -> Result<(Conversation, Vec<RuntimeEvent>)> {
+        match self.commit(commit).await? {
+            CommitOutcome::Committed { conversation, events } => Ok((conversation, events)),
+            CommitOutcome::Duplicate(_) | CommitOutcome::NotFound => {
+                unreachable!("commits without a key are never duplicates; NotFound is an error")
+            }
+        }
+    }
+
+    fn announce(&self, conversation_id: &str, next_offset: u64) {
+        let mut appended = self.appended.lock().expect("notification table poisoned");
+        if let Some(sender) = appended.get(conversation_id) {
+            if sender.receiver_count() == 0 {
+                appended.remove(conversation_id);
+            } else {
+                sender.send_replace(next_offset);
+            }
+        }
+    }
+
+    /// The snapshot after a step: the journey's new position and the definitions in force.
+    fn snapshot_after(&self, snapshot: &Snapshot, out: &TurnOutput) -> Snapshot {
+        Snapshot {
+            active_journey_id: out.journey.active_journey_id.clone(),
+            active_state_ids: out.journey.active_state_ids.clone(),
+            journey_context: Some(out.journey.context.clone()),
+            definition_hash: Some(self.definitions.hash().to_owned()),
+            ..snapshot.clone()
+        }
+    }
+
+    /// The conversation's messages as the language model should see them.
+    async fn history(&self, conversation_id: &str) -> Result<Vec<ChatMessage>> {
+        if self.chat.is_none() {
+            return Ok(Vec::new());
+        }
+        let events = self.events(conversation_id, None).await?;
+        let mut messages: Vec<ChatMessage> = events
+            .iter()
+            .filter(|event| event.kind == "message")
+            .filter(|event| event.data["visibleToModel"].as_bool() != Some(false))
+            .filter_map(|event| {
+                let text = event.data["text"].as_str()?;
+                Some(match event.data["role"].as_str()? {
+                    "user" => ChatMessage::user(text),
+                    _ => ChatMessage::assistant(text),
+                })
+            })
+            .collect();
+        let keep = messages.len().saturating_sub(HISTORY_MESSAGES);
+        Ok(messages.split_off(keep))
+    }
+
+    async fn events(&self, conversation_id: &str, after: Option<u64>) -> Result<Vec<RuntimeEvent>> {
+        let mut events = Vec::new();
+        let mut after = after;
+        loop {
+            let page = self
+                .store
+                .list_events(conversation_id, after, EVENT_PAGE)
+                .await
+                .map_err(RuntimeError::internal)?;
+            let full = page.len() == EVENT_PAGE as usize;
+            after = page.last().map(|event| event.offset).or(after);
+            events.extend(page);
+            if !full {
+                return Ok(events);
+            }
+        }
+    }
+
+    /// A user message and the agent's reply, as one or two commits.
+    async fn user_turn(
+        &self,
+        conversation: &Conversation,
+        snapshot: &Snapshot,
+        text: &str,
+        message_data: Value,
+        deltas: Option<&TextDeltas>,
+        idempotency_key: Option<String>,
+    ) -> Result<TurnResult> {
+        let at = Timestamp::now();
+        let user_event = NewEvent { kind: "message".into(), data: message_data };
+        if conversation.lifecycle == Lifecycle::Handoff {
+            // A person has the conversation: record the message, say nothing.
+            let mut commit = Commit::events(&conversation.id, vec![user_event], at);
+            commit.idempotency_key = idempotency_key;
+            return self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await;
+        }
+        let history = self.history(&conversation.id).await?;
+        let agent = self.agent(conversation);
+        let out = self
+            .run_turn(&conversation.id, agent, snapshot, Input::Message(text), history, deltas)
+            .await;
+        let new_snapshot = self.snapshot_after(snapshot, &out);
+        let mut events = vec![user_event];
+        events.extend(out.events);
+        let handoff = out.handoff;
+        if handoff {
+            let data = json!({ "reason": "the user asked for a person", "from": "active" });
+            events.push(NewEvent { kind: "conversation.handoff".into(), data });
+        }
+        let prompts = out
+            .prompts
+            .into_iter()
+            .map(|mut prompt| {
+                prompt.event_index += 1;
+                prompt
+            })
+            .collect();
+        let commit = Commit {
+            snapshot: Some(new_snapshot),
+            open_prompts: prompts,
+            idempotency_key,
+            lifecycle: handoff.then_some(Lifecycle::Handoff),
+            ..Commit::events(&conversation.id, events, Timestamp::now())
+        };
+        self.finish(commit, out.text, out.journey.active_journey_id).await
+    }
+
+    async fn finish(
+        &self,
+        commit: Commit,
+        text: String,
+        active_journey_id: Option<String>,
+    ) -> Result<TurnResult> {
+        match self.commit(commit).await? {
+            CommitOutcome::Committed { conversation, events } => {
+                Ok(TurnResult { conversation, events, text, active_journey_id, duplicate: false })
+            }
+            CommitOutcome::Duplicate(record) => self.repeat(&record.key).await,
+            CommitOutcome::NotFound => unreachable!("mapped to an error by commit"),
+        }
+    }
+
+    /// The result of the first delivery of an idempotency key.
+    async fn repeat(&self, key: &str) -> Result<TurnResult> {
+        let record =
+            self.store.find_idempotency(key).await.map_err(RuntimeError::internal)?.ok_or_else(
+                || RuntimeError::Invalid(format!("idempotency record `{key}` vanished")),
+            )?;
+        let (conversation, snapshot) = self.load(&record.conversation_id).await?;
+        let events = self
+            .store
+            .events_between(&record.conversation_id, record.first_offset, record.end_offset)
+            .await
+            .map_err(RuntimeError::internal)?;
+        let text = events
+            .iter()
+            .rev()
+            .find(|event| event.kind == "message" && event.data["role"] == "assistant")
+            .and_then(|event| event.data["text"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let active_journey_id = snapshot.active_journey_id;
+        Ok(TurnResult { conversation, events, text, active_journey_id, duplicate: true })
+    }
+
+    async fn create(
+        &self,
+        input: CreateConversationInput,
+    ) -> Result<(Conversation, Vec<RuntimeEvent>, bool)> {
+        let id = match input.id {
+            Some(id) => {
+                check_id(&id)?;
+                id
+            }
+            None => new_id(IdPrefix::Conversation),
+        };
+        let agent_id = input.agent_id.unwrap_or_else(|| self.default_agent_id.clone());
+        let defined: Vec<&str> = self.definitions.agent_ids().collect();
+        if !defined.is_empty() && !defined.contains(&agent_id.as_str()) {
+            return Err(RuntimeError::Invalid(format!(
+                "agentId: no agent `{agent_id}` is defined (defined: {})",
+                defined.join(", ")
+            )));
+        }
+        let now = Timestamp::now();
+        let conversation = Conversation {
+            id,
+            agent_id,
+            channel: input.channel.map(ChannelInput::into_channel),
+            context: input.context.unwrap_or(Value::Null),
+            lifecycle: Lifecycle::Active,
+            created_at: now,
+            updated_at: now,
+        };
+        let mut snapshot = Snapshot::empty(&conversation);
+        snapshot.definition_hash = Some(self.definitions.hash().to_owned());
+        let created = NewEvent {
+            kind: "conversation.created".into(),
+            data: json!({
+                "agentId": conversation.agent_id,
+                "channel": conversation.channel,
+                "context": conversation.context,
+            }),
+        };
+        let stored = self
+            .store
+            .create_conversation(&conversation, &snapshot, &[created])
+            .await
+            .map_err(RuntimeError::internal)?;
+        match stored {
+            Some(events) => {
+                self.announce(&conversation.id, events.len() as u64);
+                Ok((conversation, events, true))
+            }
+            None => Err(RuntimeError::Conflict(format!(
+                "conversation `{}` exists already",
+                conversation.id
+            ))),
+        }
+    }
+
+    /// A lifecycle change with its event.
+    async fn change_lifecycle(
+        &self,
+        conversation_id: &str,
+        to: Lifecycle,
+        kind: &str,
+        data: Value,
+    ) -> Result<LifecycleResult> {
+        let mut commit = Commit::events(
+            conversation_id,
+            vec![NewEvent { kind: kind.to_owned(), data }],
+            Timestamp::now(),
+        );
+        commit.lifecycle = Some(to);
+        let (conversation, mut events) = self.commit_step(commit).await?;
+        let event = events.pop().expect("one event committed");
+        Ok(LifecycleResult { conversation, event })
+    }
+}
+
+struct TurnResult {
+    conversation: Conversation,
+    events: Vec<RuntimeEvent>,
+    text: String,
+    active_journey_id: Option<String>,
+    duplicate: bool,
+}
+
+/// Releases a conversation's step lock, forgetting it when nobody else waits.
+struct StepGuard<'a> {
+    runtime: &'a DefaultRuntime,
+    id: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for StepGuard<'_> {
+    fn drop(&mut self) {
+        let mut locks = self.runtime.locks.lock().expect("lock table poisoned");
+        // Held by the table, this guard's `lock` and the owned guard: nobody else.
+        if Arc::strong_count(&self.lock) == 3 {
+            locks.remove(&self.id);
+        }
+    }
+}
+
+fn check_id(id: &str) -> Result<()> {
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(RuntimeError::Invalid(
+            "id: 1 to 128 characters of letters, digits, `_`, `-`, `.` or `:`".to_owned(),
+        ))
+    }
+}
+
+fn parse_time(field: &str, text: Option<&str>) -> Result<Option<Timestamp>> {
+    text.map(|text| {
+        Timestamp::parse(text).ok_or_else(|| {
+            RuntimeError::Invalid(format!("{field}: `{text}` is not an RFC 3339 timestamp"))
+        })
+    })
+    .transpose()
+}
+
+/// The non-null fields of a channel event, for its event's data.
+fn channel_data(input: &ChannelEventInput, nature: ChannelEventNature) -> Value {
+    let mut data = match serde_json::to_value(input) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    data.retain(|key, value| !value.is_null() && key != "createConversation");
+    data.insert("nature".into(), json!(nature.as_str()));
+    Value::Object(data)
+}
+
+#[async_trait]
+impl Runtime for DefaultRuntime {
+    async fn create_conversation(&self, input: CreateConversationInput) -> Result<Conversation> {
+        Ok(self.create(input).await?.0)
+    }
+
+    async fn handle_user_message(&self, input: UserMessageInput) -> Result<SendMessageResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
+        let mut data = json!({
+            "messageId": new_id(IdPrefix::Message),
+            "role": "user",
+            "text": input.text,
+            "intermediate": false,
+        });
+        if let Some(channel) = &input.channel {
+            data["channel"] = json!(channel);
+        }
+        if let Some(turn) = &input.turn {
+            data["turn"] = turn.clone();
+        }
+        let result = self
+            .user_turn(&conversation, &snapshot, &input.text, data, input.deltas.as_ref(), None)
+            .await?;
+        Ok(SendMessageResult {
+            text: result.text,
+            events: result.events,
+            active_journey_id: result.active_journey_id,
+        })
+    }
+
+    async fn list_events(
+        &self,
+        conversation_id: &str,
+        after_offset: Option<u64>,
+    ) -> Result<Vec<RuntimeEvent>> {
+        let events = self.events(conversation_id, after_offset).await?;
+        if events.is_empty() {
+            // An empty page and an unknown conversation look alike; tell them apart.
+            self.load(conversation_id).await?;
+        }
+        Ok(events)
+    }
+
+    fn subscribe(&self, conversation_id: &str) -> Option<watch::Receiver<u64>> {
+        let mut appended = self.appended.lock().expect("notification table poisoned");
+        let sender =
+            appended.entry(conversation_id.to_owned()).or_insert_with(|| watch::channel(0).0);
+        Some(sender.subscribe())
+    }
+
+    async fn list_conversations(&self, input: ListConversationsInput) -> Result<ConversationList> {
+        let limit = input.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+        if limit == 0 || limit > MAX_LIST_LIMIT {
+            return Err(RuntimeError::Invalid(format!(
+                "limit: must be between 1 and {MAX_LIST_LIMIT}"
+            )));
+        }
+        if input.after.is_some() && input.before.is_some() {
+            return Err(RuntimeError::Invalid("after, before: give one cursor, not both".into()));
+        }
+        let query = ConversationQuery {
+            agent_id: input.agent_id,
+            after: input.after.clone(),
+            before: input.before.clone(),
+            updated_after: parse_time("afterUpdatedAt", input.after_updated_at.as_deref())?,
+            updated_before: parse_time("beforeUpdatedAt", input.before_updated_at.as_deref())?,
+            limit: limit + 1,
+        };
+        let mut conversations =
+            self.store.list_conversations(&query).await.map_err(RuntimeError::internal)?;
+        let more = conversations.len() > limit as usize;
+        let (next_cursor, prev_cursor);
+        if input.before.is_some() {
+            // The page ends just before the cursor; an extra one means newer ones exist.
+            if more {
+                conversations.remove(0);
+            }
+            next_cursor = conversations.last().map(|c| c.id.clone());
+            prev_cursor = conversations.first().filter(|_| more).map(|c| c.id.clone());
+        } else {
+            conversations.truncate(limit as usize);
+            next_cursor = conversations.last().filter(|_| more).map(|c| c.id.clone());
+            prev_cursor =
+                conversations.first().filter(|_| input.after.is_some()).map(|c| c.id.clone());
+        }
+        Ok(ConversationList { conversations, next_cursor, prev_cursor })
+    }
+
+    async fn handle_channel_event(&self, input: ChannelEventInput) -> Result<ChannelEventResult> {
+        let nature = input.validate().map_err(RuntimeError::Invalid)?;
+        let key = input.idempotency_key();
+        if let Some(key) = &key
+            && self.store.find_idempotency(key).await.map_err(RuntimeError::internal)?.is_some()
+        {
+            return Ok(channel_result(self.repeat(key).await?, false));
+        }
+        let requested_id = input
+            .conversation_id
+            .clone()
+            .or_else(|| input.create_conversation.as_ref()?.id.clone());
+        let existing = match &requested_id {
+            Some(id) => self.store.get_conversation(id).await.map_err(RuntimeError::internal)?,
+            None => None,
+        };
+        let (conversation_id, created) = match existing {
+            Some(conversation) => (conversation.id, false),
+            None => {
+                let mut create = input.create_conversation.clone().unwrap_or_default();
+                create.id = create.id.or(requested_id.clone());
+                create.agent_id = create.agent_id.or(input.agent_id.clone());
+                create.channel = create.channel.or(input.channel.clone());
+                create.context = create.context.or(input.conversation_context.clone());
+                match self.create(create).await {
+                    Ok((conversation, _, _)) => (conversation.id, true),
+                    // Another first event created it meanwhile.
+                    Err(RuntimeError::Conflict(_)) if requested_id.is_some() => {
+                        (requested_id.clone().unwrap_or_default(), false)
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+        };
+        let _step = self.lock(&conversation_id).await;
+        let (conversation, snapshot) = self.load(&conversation_id).await?;
+        let data = channel_data(&input, nature);
+        let at = Timestamp::now();
+        let single = |kind: &str| {
+            let mut commit = Commit::events(
+                &conversation_id,
+                vec![NewEvent { kind: kind.to_owned(), data: data.clone() }],
+                at,
+            );
+            commit.idempotency_key = key.clone();
+            commit
+        };
+        let result = match nature {
+            ChannelEventNature::Message | ChannelEventNature::VoiceTurn
+                if input.direction == Some(Direction::Outbound) =>
+            {
+                // Something a person or system already said on the channel: record it.
+                let mut data = data.clone();
+                data["messageId"] = json!(new_id(IdPrefix::Message));
+                data["role"] = json!("assistant");
+                data["text"] = json!(input.message_text().unwrap_or_default());
+                data["intermediate"] = json!(false);
+                let mut commit = single("message");
+                commit.events[0].data = data;
+                self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await?
+            }
+            ChannelEventNature::Message | ChannelEventNature::VoiceTurn => {
+                if conversation.lifecycle == Lifecycle::Closed {
+                    return Err(RuntimeError::ConversationClosed(conversation_id));
+                }
+                let text = input.message_text().unwrap_or_default().to_owned();
+                let mut data = data.clone();
+                data["messageId"] = json!(new_id(IdPrefix::Message));
+                data["role"] = json!("user");
+                data["text"] = json!(text);
+                data["intermediate"] = json!(false);
+                self.user_turn(&conversation, &snapshot, &text, data, None, key.clone()).await?
+            }
+            ChannelEventNature::Handoff => {
+                if conversation.lifecycle == Lifecycle::Closed {
+                    return Err(RuntimeError::ConversationClosed(conversation_id));
+                }
+                let mut commit = single("conversation.handoff");
+                commit.lifecycle = Some(Lifecycle::Handoff);
+                self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await?
+            }
+            other => {
+                let kind = match other {
+                    ChannelEventNature::ProviderObject => "channel.provider_update",
+                    ChannelEventNature::OutboundContact => "channel.outbound_contact",
+                    ChannelEventNature::Scheduled => "channel.scheduled",
+                    ChannelEventNature::OutputResolution => "channel.output_resolved",
+                    _ => "channel.handoff_review",
+                };
+                self.finish(single(kind), String::new(), snapshot.active_journey_id.clone()).await?
+            }
+        };
+        Ok(channel_result(result, created))
+    }
+
+    async fn resolve_channel_output(&self, input: ResolveOutputInput) -> Result<EventResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        self.load(&input.conversation_id).await?;
+        let events = self.events(&input.conversation_id, None).await?;
+        let Some(output) = events.iter().find(|event| event.id == input.event_id) else {
+            return Err(RuntimeError::Invalid(format!(
+                "eventId: conversation `{}` has no event `{}`",
+                input.conversation_id, input.event_id
+            )));
+        };
+        let mut data = serde_json::to_value(&input).unwrap_or_default();
+        if let Value::Object(map) = &mut data {
+            map.retain(|key, value| !value.is_null() && key != "conversationId");
+            map.insert("outputOffset".into(), json!(output.offset));
+        }
+        let commit = Commit::events(
+            &input.conversation_id,
+            vec![NewEvent { kind: "channel.output_resolved".into(), data }],
+            Timestamp::now(),
+        );
+        let (_, mut events) = self.commit_step(commit).await?;
+        Ok(EventResult { event: events.pop().expect("one event committed") })
+    }
+
+    async fn submit_widget(&self, input: SubmitWidgetInput) -> Result<EventResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
+        let prompt = self
+            .store
+            .get_prompt(&conversation.id, &input.prompt_id)
+            .await
+            .map_err(RuntimeError::internal)?
+            .ok_or_else(|| RuntimeError::PromptNotFound(input.prompt_id.clone()))?;
+        if prompt.output.is_some() {
+            return Err(RuntimeError::Conflict(format!(
+                "prompt `{}` was submitted already",
+                input.prompt_id
+            )));
+        }
+        if prompt.prompt.widget_kind != input.widget_kind {
+            return Err(RuntimeError::Invalid(format!(
+                "widgetKind: prompt `{}` is a `{}` widget, not `{}`",
+                input.prompt_id, prompt.prompt.widget_kind, input.widget_kind
+            )));
+        }
+        let submitted = NewEvent {
+            kind: "prompt.submitted".into(),
+            data: json!({
+                "promptId": input.prompt_id,
+                "widgetKind": input.widget_kind,
+                "output": input.output,
+                "promptOffset": prompt.prompt.offset,
+            }),
+        };
+        let widget = Input::Widget { kind: &input.widget_kind, output: &input.output };
+        let agent = self.agent(&conversation);
+        let out = self.run_turn(&conversation.id, agent, &snapshot, widget, Vec::new(), None).await;
+        let new_snapshot = self.snapshot_after(&snapshot, &out);
+        let reply = out.text.clone();
+        let mut events = vec![submitted];
+        events.extend(out.events);
+        if !reply.is_empty() {
+            events.push(NewEvent {
+                kind: "message".into(),
+                data: json!({
+                    "messageId": new_id(IdPrefix::Message), "role": "assistant",
+                    "text": reply, "intermediate": false,
+                }),
+            });
+        }
+        let prompts = out
+            .prompts
+            .into_iter()
+            .map(|mut prompt| {
+                prompt.event_index += 1;
+                prompt
+            })
+            .collect();
+        let commit = Commit {
+            snapshot: Some(new_snapshot),
+            open_prompts: prompts,
+            close_prompts: vec![(input.prompt_id, input.output)],
+            ..Commit::events(&conversation.id, events, Timestamp::now())
+        };
+        let (_, events) = self.commit_step(commit).await?;
+        let event = events.into_iter().next().expect("the submission is committed first");
+        Ok(EventResult { event })
+    }
+
+    async fn emit_custom_event(&self, input: CustomEventInput) -> Result<EventResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        self.load_open(&input.conversation_id).await?;
+        let data = json!({ "name": input.event, "payload": input.payload });
+        let commit = Commit::events(
+            &input.conversation_id,
+            vec![NewEvent { kind: "custom".into(), data }],
+            Timestamp::now(),
+        );
+        let (_, mut events) = self.commit_step(commit).await?;
+        Ok(EventResult { event: events.pop().expect("one event committed") })
+    }
+
+    async fn emit_journey_event(&self, input: JourneyEventInput) -> Result<JourneyEventResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
+        let target = input.target.clone().unwrap_or_default();
+        let mut data = json!({
+            "name": input.event, "payload": input.payload, "routing": input.routing,
+        });
+        if let Some(target) = &input.target {
+            data["target"] = json!(target);
+        }
+        if let Some(app) = &input.app {
+            data["app"] = app.clone();
+        }
+        let trigger = Trigger::Event {
+            name: &input.event,
+            payload: &input.payload,
+            routing: input.routing,
+            target_journey: target.journey_id.as_deref(),
+            target_state: target.state_id.as_deref(),
+        };
+        let agent = self.agent(&conversation);
+        let out = self
+            .run_turn(
+                &conversation.id,
+                agent,
+                &snapshot,
+                Input::Event { trigger },
+                Vec::new(),
+                None,
+            )
+            .await;
+        let new_snapshot = self.snapshot_after(&snapshot, &out);
+        let reply = out.text.clone();
+        let mut events = vec![NewEvent { kind: "journey.event".into(), data }];
+        events.extend(out.events);
+        if !reply.is_empty() {
+            events.push(NewEvent {
+                kind: "message".into(),
+                data: json!({
+                    "messageId": new_id(IdPrefix::Message), "role": "assistant",
+                    "text": reply, "intermediate": false,
+                }),
+            });
+        }
+        let prompts = out
+            .prompts
+            .into_iter()
+            .map(|mut prompt| {
+                prompt.event_index += 1;
+                prompt
+            })
+            .collect();
+        let commit = Commit {
+            snapshot: Some(new_snapshot),
+            open_prompts: prompts,
+            ..Commit::events(&conversation.id, events, Timestamp::now())
+        };
+        let (_, events) = self.commit_step(commit).await?;
+        let snapshot = self.load(&conversation.id).await?.1;
+        Ok(JourneyEventResult { event: events[0].clone(), events, snapshot })
+    }
+
+    async fn emit_intermediate_message(
+        &self,
+        input: IntermediateMessageInput,
+    ) -> Result<EventsResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        self.load_open(&input.conversation_id).await?;
+        let data = json!({
+            "messageId": new_id(IdPrefix::Message),
+            "role": "assistant",
+            "text": input.text,
+            "intermediate": true,
+            "visibleToModel": input.visible_to_model,
+            "reason": "intermediate",
+        });
+        let commit = Commit::events(
+            &input.conversation_id,
+            vec![NewEvent { kind: "message".into(), data }],
+            Timestamp::now(),
+        );
+        let (_, events) = self.commit_step(commit).await?;
+        Ok(EventsResult { events })
+    }
+
+    async fn emit_generated_preamble(&self, input: PreambleInput) -> Result<PreambleResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        self.load_open(&input.conversation_id).await?;
+        let max_words = input.max_words.unwrap_or(12) as usize;
+        let written = match (&self.chat, &input.purpose) {
+            (Some(chat), purpose) => {
+                let ask = format!(
+                    "Write one short sentence (at most {max_words} words) telling the user you \
+                     are working on it{}. Only the sentence.",
+                    purpose.as_deref().map(|p| format!(": {p}")).unwrap_or_default()
+                );
+                chat.complete(vec![ChatMessage::user(ask)], |_: &str| {}).await.ok()
+            }
+            (None, _) => None,
+        };
+        let text = written.unwrap_or_else(|| match &input.purpose {
+            Some(purpose) => format!("One moment while I {}.", purpose.trim_end_matches('.')),
+            None => "One moment, let me look into that.".to_owned(),
+        });
+        let text = limit_words(&text, max_words);
+        let data = json!({
+            "messageId": new_id(IdPrefix::Message),
+            "role": "assistant",
+            "text": text,
+            "intermediate": true,
+            "visibleToModel": true,
+            "reason": "preamble",
+            "purpose": input.purpose,
+        });
+        let commit = Commit::events(
+            &input.conversation_id,
+            vec![NewEvent { kind: "message".into(), data }],
+            Timestamp::now(),
+        );
+        let (_, events) = self.commit_step(commit).await?;
+        Ok(PreambleResult { events, text })
+    }
+
+    async fn compact_conversation(&self, input: CompactInput) -> Result<CompactResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        let (conversation, snapshot) = self.load(&input.conversation_id).await?;
+        let events = self.events(&conversation.id, None).await?;
+        let last = events.last().map_or(0, |event| event.offset);
+        let from = input.from_offset.unwrap_or(0);
+        let to = input.to_offset.unwrap_or(last);
+        if to > last {
+            return Err(RuntimeError::Invalid(format!(
+                "toOffset: the last offset of the conversation is {last}"
+            )));
+        }
+        let schema_version = input.schema_version.unwrap_or_else(|| "1".to_owned());
+        let lines: Vec<String> = events
+            .iter()
+            .filter(|event| (from..=to).contains(&event.offset) && event.kind == "message")
+            .filter_map(|event| {
+                let role = event.data["role"].as_str()?;
+                Some(format!("{role}: {}", shorten(event.data["text"].as_str()?, 200)))
+            })
+            .collect();
+        let summary = json!({
+            "schemaVersion": schema_version,
+            "fromOffset": from,
+            "toOffset": to,
+            "messageCount": lines.len(),
+            "text": shorten(&lines.join("\n"), 4000),
+        });
+        let mut new_snapshot = snapshot.clone();
+        new_snapshot.compaction_summary = Some(summary.clone());
+        let data = json!({
+            "fromOffset": from, "toOffset": to, "schemaVersion": schema_version, "summary": summary,
+        });
+        let commit = Commit {
+            snapshot: Some(new_snapshot),
+            ..Commit::events(
+                &conversation.id,
+                vec![NewEvent { kind: "conversation.compacted".into(), data }],
+                Timestamp::now(),
+            )
+        };
+        let (_, events) = self.commit_step(commit).await?;
+        let snapshot = self.load(&conversation.id).await?.1;
+        Ok(CompactResult { events, snapshot, summary })
+    }
+
+    async fn close_conversation(
+        &self,
+        conversation_id: &str,
+        reason: Option<String>,
+    ) -> Result<Conversation> {
+        let _step = self.lock(conversation_id).await;
+        let (conversation, _) = self.load(conversation_id).await?;
+        if conversation.lifecycle == Lifecycle::Closed {
+            return Ok(conversation);
+        }
+        let data = json!({ "reason": reason, "from": conversation.lifecycle });
+        let result =
+            self.change_lifecycle(conversation_id, Lifecycle::Closed, "conversation.closed", data);
+        Ok(result.await?.conversation)
+    }
+
+    async fn request_handoff(&self, input: HandoffInput) -> Result<LifecycleResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        self.load_open(&input.conversation_id).await?;
+        let data = json!({
+            "reason": input.reason, "summary": input.summary, "payload": input.payload,
+        });
+        self.change_lifecycle(
+            &input.conversation_id,
+            Lifecycle::Handoff,
+            "conversation.handoff",
+            data,
+        )
+        .await
+    }
+
+    async fn resume_conversation(&self, input: ResumeInput) -> Result<LifecycleResult> {
+        let _step = self.lock(&input.conversation_id).await;
+        let (conversation, _) = self.load(&input.conversation_id).await?;
+        let data = json!({
+            "reason": input.reason, "payload": input.payload, "from": conversation.lifecycle,
+        });
+        self.change_lifecycle(
+            &input.conversation_id,
+            Lifecycle::Active,
+            "conversation.resumed",
+            data,
+        )
+        .await
+    }
+
+    async fn get_snapshot(&self, conversation_id: &str) -> Result<Snapshot> {
+        Ok(self.load(conversation_id).await?.1)
+    }
+
+    async fn replay_conversation(&self, input: ReplayInput) -> Result<ReplayResult> {
+        let (conversation, snapshot) = self.load(&input.conversation_id).await?;
+        let events = self.events(&conversation.id, input.after_offset).await?;
+        let messages = events
+            .iter()
+            .filter(|event| event.kind == "message")
+            .filter_map(|event| {
+                let data = &event.data;
+                Some(ReplayMessage {
+                    id: data["messageId"].as_str().unwrap_or(&event.id).to_owned(),
+                    role: data["role"].as_str()?.to_owned(),
+                    text: data["text"].as_str().unwrap_or_default().to_owned(),
+                    offset: event.offset,
+                    aborted: data["aborted"].as_bool().unwrap_or(false),
+                    intermediate: data["intermediate"].as_bool().unwrap_or(false),
+                    reason: data["reason"].as_str().map(str::to_owned),
+                })
+            })
+            .collect();
+        let open_prompts = self
+            .store
+            .open_prompts(&conversation.id)
+            .await
+            .map_err(RuntimeError::internal)?
+            .into_iter()
+            .filter(|prompt| input.after_offset.is_none_or(|after| prompt.offset > after))
+            .collect();
+        Ok(ReplayResult { conversation, events, messages, open_prompts, snapshot })
+    }
+}
+
+fn channel_result(result: TurnResult, created: bool) -> ChannelEventResult {
+    ChannelEventResult {
+        conversation: result.conversation,
+        events: result.events,
+        text: Some(result.text).filter(|text| !text.is_empty()),
+        active_journey_id: result.active_journey_id,
+        duplicate: result.duplicate,
+        created,
+    }
+}
+
+fn limit_words(text: &str, max_words: usize) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.len() <= max_words {
+        return words.join(" ");
+    }
+    format!("{}…", words[..max_words].join(" ").trim_end_matches([',', '.', ';', ':']))
+}

@@ -1,0 +1,371 @@
+//! One step of the agent: the journey engine's actions turned into events, questions
+//! answered from memory, and the reply written (by the language model when one is
+//! configured), with activity events around each part so a chat client can show progress.
+
+use cairn_store::{NewEvent, NewPrompt};
+use cairn_types::{IdPrefix, NewMemory, Scope, SearchQuery, Snapshot, new_id};
+use serde_json::{Value, json};
+
+use super::DefaultRuntime;
+use crate::journey::{Action, Agent, JourneyState, Trigger};
+use crate::llm::ChatMessage;
+use crate::runtime::TextDeltas;
+use crate::support::{
+    SupportReference, collect_support_source_links, format_support_references, shorten,
+};
+
+/// What a step produced, ready to commit.
+#[derive(Debug, Default)]
+pub(super) struct TurnOutput {
+    pub events: Vec<NewEvent>,
+    pub prompts: Vec<NewPrompt>,
+    /// The assistant's reply ("" when the step said nothing).
+    pub text: String,
+    pub journey: JourneyState,
+    /// The user asked for a person (the intent named `handoff`).
+    pub handoff: bool,
+}
+
+impl TurnOutput {
+    pub(super) fn push(&mut self, kind: &str, data: Value) -> usize {
+        self.events.push(NewEvent { kind: kind.to_owned(), data });
+        self.events.len() - 1
+    }
+
+    /// An activity of one of the seed's kinds (`response`, `widget`, `intent`,
+    /// `extraction`, `action`, `tool`, `knowledge`); returns its id for the `done` event.
+    fn activity(&mut self, kind: &str, label: &str, name: Option<&str>) -> String {
+        let id = new_id(IdPrefix::Activity);
+        self.push("activity", activity_data(&id, kind, label, name, "running"));
+        id
+    }
+
+    fn activity_done(&mut self, id: &str, kind: &str, label: &str, name: Option<&str>) {
+        self.push("activity", activity_data(id, kind, label, name, "done"));
+    }
+}
+
+fn activity_data(id: &str, kind: &str, label: &str, name: Option<&str>, status: &str) -> Value {
+    let mut data = json!({ "activityId": id, "kind": kind, "label": label, "status": status });
+    if let Some(name) = name {
+        data["name"] = json!(name);
+    }
+    data
+}
+
+/// The intent that hands a conversation to a person.
+pub(super) const HANDOFF_INTENT: &str = "handoff";
+
+/// What set the step off.
+pub(super) enum Input<'a> {
+    Message(&'a str),
+    Event { trigger: Trigger<'a> },
+    Widget { kind: &'a str, output: &'a Value },
+}
+
+pub(super) fn journey_state(snapshot: &Snapshot) -> JourneyState {
+    JourneyState {
+        active_journey_id: snapshot.active_journey_id.clone(),
+        active_state_ids: snapshot.active_state_ids.clone(),
+        context: snapshot.journey_context.clone().unwrap_or_else(|| json!({})),
+    }
+}
+
+impl DefaultRuntime {
+    /// Runs the agent on `input` and returns the events to commit. `history` is the
+    /// conversation as the model should see it (used only with a language model).
+    pub(super) async fn run_turn(
+        &self,
+        conversation_id: &str,
+        agent: Option<&Agent>,
+        snapshot: &Snapshot,
+        input: Input<'_>,
+        history: Vec<ChatMessage>,
+        deltas: Option<&TextDeltas>,
+    ) -> TurnOutput {
+        let mut out = TurnOutput { journey: journey_state(snapshot), ..TurnOutput::default() };
+        let mut said = Vec::new();
+        let mut handled = false;
+        if let Some(agent) = agent {
+            let trigger = match &input {
+                Input::Message(text) => Trigger::Message { text },
+                Input::Event { trigger } => *trigger,
+                Input::Widget { kind, output } => Trigger::Widget { kind, output },
+            };
+            let step = agent.step(&out.journey, trigger);
+            if let Some(intent) = &step.intent {
+                let label = format!("Understood: {}", intent.replace('_', " "));
+                let id = out.activity("intent", &label, Some(intent));
+                out.activity_done(&id, "intent", &label, Some(intent));
+            }
+            handled = step.handled;
+            out.handoff = step.intent.as_deref() == Some(HANDOFF_INTENT);
+            for action in step.actions {
+                self.apply_action(conversation_id, action, &mut out, &mut said).await;
+            }
+            out.journey = step.state;
+        }
+        let Input::Message(question) = input else {
+            out.text = said.join("\n\n");
+            if let Some(deltas) = deltas.filter(|_| !out.text.is_empty()) {
+                let _ = deltas.send(out.text.clone());
+            }
+            return out;
+        };
+        let mut references = Vec::new();
+        if said.is_empty() && !handled {
+            references = self.recall(question, &mut out).await;
+        }
+        let draft = if !said.is_empty() {
+            said.join("\n\n")
+        } else if !references.is_empty() {
+            answer_from(&references)
+        } else {
+            agent
+                .and_then(|agent| agent.fallback().map(str::to_owned))
+                .unwrap_or_else(|| "I don't know that yet.".to_owned())
+        };
+        let mut data = json!({
+            "messageId": new_id(IdPrefix::Message),
+            "role": "assistant",
+            "intermediate": false,
+        });
+        let text = match &self.chat {
+            Some(chat) => {
+                let label = "Writing the reply";
+                let id = out.activity("response", label, None);
+                let prompt = model_prompt(agent, &out.journey, &draft, &references, history);
+                let sink = deltas.cloned();
+                let written = chat
+                    .complete(prompt, move |delta: &str| {
+                        if let Some(sink) = &sink {
+                            let _ = sink.send(delta.to_owned());
+                        }
+                    })
+                    .await;
+                out.activity_done(&id, "response", label, None);
+                match written {
+                    Ok(text) if !text.trim().is_empty() => text,
+                    Ok(_) => draft,
+                    Err(error) => {
+                        tracing::warn!(%error, "the language model failed; answering without it");
+                        data["modelError"] = json!(error.to_string());
+                        if let Some(deltas) = deltas {
+                            let _ = deltas.send(draft.clone());
+                        }
+                        draft
+                    }
+                }
+            }
+            None => {
+                if let Some(deltas) = deltas {
+                    let _ = deltas.send(draft.clone());
+                }
+                draft
+            }
+        };
+        data["text"] = json!(text);
+        if !references.is_empty() {
+            data["supportReferences"] = json!(references);
+            data["supportSourceLinks"] = json!(collect_support_source_links(&references));
+        }
+        out.push("message", data);
+        out.text = text;
+        out
+    }
+
+    async fn apply_action(
+        &self,
+        conversation_id: &str,
+        action: Action,
+        out: &mut TurnOutput,
+        said: &mut Vec<String>,
+    ) {
+        match action {
+            Action::JourneyStarted { journey_id } => {
+                out.push("journey.started", json!({ "journeyId": journey_id }));
+            }
+            Action::StateEntered { journey_id, state_id } => {
+                let data = json!({ "journeyId": journey_id, "stateId": state_id });
+                out.push("journey.state_entered", data);
+            }
+            Action::Transition { journey_id, from, to, trigger } => {
+                let data =
+                    json!({ "journeyId": journey_id, "from": from, "to": to, "trigger": trigger });
+                out.push("journey.transition", data);
+            }
+            Action::Say { text } => said.push(text),
+            Action::OpenWidget { journey_id, state_id, kind, input } => {
+                let label = format!("Asking for {}", kind.replace(['_', '-'], " "));
+                let id = out.activity("widget", &label, Some(&kind));
+                let prompt_id = new_id(IdPrefix::Prompt);
+                let index = out.push(
+                    "prompt.opened",
+                    json!({
+                        "promptId": prompt_id, "widgetKind": kind, "input": input,
+                        "journeyId": journey_id, "stateId": state_id,
+                    }),
+                );
+                out.prompts.push(NewPrompt {
+                    prompt_id,
+                    widget_kind: kind.clone(),
+                    input,
+                    event_index: index,
+                });
+                out.activity_done(&id, "widget", &label, Some(&kind));
+            }
+            Action::CallTool { journey_id, state_id, name, input } => {
+                let label = format!("Running {name}");
+                let id = out.activity("tool", &label, Some(&name));
+                let result = self.call_tool(conversation_id, &name, &input).await;
+                let mut data = json!({
+                    "journeyId": journey_id, "stateId": state_id, "name": name, "input": input,
+                });
+                match result {
+                    Ok(output) => data["output"] = output,
+                    Err(error) => data["error"] = json!(error),
+                }
+                out.push("tool.called", data);
+                out.activity_done(&id, "tool", &label, Some(&name));
+            }
+            Action::JourneyCompleted { journey_id } => {
+                out.push("journey.completed", json!({ "journeyId": journey_id }));
+            }
+        }
+    }
+
+    /// The built-in tools: `memory.search` (`{query, limit?}`) and `memory.store`
+    /// (`{content, scope?, tags?}`).
+    async fn call_tool(
+        &self,
+        conversation_id: &str,
+        name: &str,
+        input: &Value,
+    ) -> Result<Value, String> {
+        let engine = self.engine.as_ref().ok_or("no memory engine is configured")?;
+        match name {
+            "memory.search" => {
+                let query = input["query"].as_str().ok_or("input.query: a string is required")?;
+                let limit = input["limit"].as_u64().unwrap_or(5).clamp(1, 20) as u32;
+                let search = SearchQuery {
+                    q: Some(query.to_owned()),
+                    limit: Some(limit),
+                    ..SearchQuery::default()
+                };
+                let found = engine.search(search).await.map_err(|error| error.to_string())?;
+                let hits: Vec<Value> = found
+                    .hits
+                    .iter()
+                    .map(|hit| json!({ "id": hit.memory.id, "content": hit.memory.content }))
+                    .collect();
+                Ok(json!({ "hits": hits }))
+            }
+            "memory.store" => {
+                let content =
+                    input["content"].as_str().ok_or("input.content: a string is required")?;
+                let scope: Scope = match input.get("scope") {
+                    Some(scope) => serde_json::from_value(scope.clone())
+                        .map_err(|error| format!("input.scope: {error}"))?,
+                    None => Scope::Global,
+                };
+                let tags = serde_json::from_value(input.get("tags").cloned().unwrap_or(json!([])))
+                    .map_err(|error| format!("input.tags: {error}"))?;
+                let mut metadata = serde_json::Map::new();
+                metadata.insert("conversationId".into(), json!(conversation_id));
+                let memory = NewMemory {
+                    content: content.to_owned(),
+                    scope,
+                    repo: None,
+                    tags,
+                    source: Some("cairn-runtime".to_owned()),
+                    metadata,
+                };
+                let actor = format!("runtime:{conversation_id}");
+                let stored = engine
+                    .create_memory(memory, &actor)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                Ok(json!({ "memoryId": stored.id }))
+            }
+            other => Err(format!("unknown tool `{other}`; built in: memory.search, memory.store")),
+        }
+    }
+
+    /// Memories that answer `question`, with a `knowledge` activity around the search.
+    async fn recall(&self, question: &str, out: &mut TurnOutput) -> Vec<SupportReference> {
+        let Some(engine) = &self.engine else {
+            return Vec::new();
+        };
+        let label = "Looking through memory";
+        let id = out.activity("knowledge", label, None);
+        let query = SearchQuery {
+            q: Some(question.to_owned()),
+            limit: Some(self.answer_limit),
+            ..SearchQuery::default()
+        };
+        let references = match engine.search(query).await {
+            Ok(found) => found
+                .hits
+                .iter()
+                .map(|hit| SupportReference::from_memory(&hit.memory, hit.score))
+                .collect(),
+            Err(error) => {
+                // A question the engine cannot search (too long, no words) has no answer.
+                tracing::debug!(%error, "memory search failed for a question");
+                Vec::new()
+            }
+        };
+        out.activity_done(&id, "knowledge", label, None);
+        references
+    }
+}
+
+/// The answer without a language model: what memory holds, with its sources.
+fn answer_from(references: &[SupportReference]) -> String {
+    let mut text = if references.len() == 1 {
+        references[0].excerpt.clone()
+    } else {
+        let items: Vec<String> =
+            references.iter().map(|reference| format!("- {}", reference.excerpt)).collect();
+        format!("Here is what I know:\n{}", items.join("\n"))
+    };
+    text.push_str("\n\n");
+    text.push_str(&format_support_references(references));
+    text
+}
+
+/// The conversation for the language model: who it is, the journey's position and what the
+/// journey wants said, the memories found, then the history.
+fn model_prompt(
+    agent: Option<&Agent>,
+    journey: &JourneyState,
+    draft: &str,
+    references: &[SupportReference],
+    history: Vec<ChatMessage>,
+) -> Vec<ChatMessage> {
+    let mut system = String::from("You are a helpful assistant in a chat. Answer briefly.");
+    if let Some(agent) = agent {
+        system = format!("You are {}, an assistant in a chat. Answer briefly.", agent.name());
+        if let Some(description) = &agent.definition().description {
+            system.push_str(&format!("\n{description}"));
+        }
+    }
+    if let Some(journey_id) = &journey.active_journey_id {
+        system.push_str(&format!(
+            "\nThe conversation is in journey `{journey_id}`, state `{}`. Journey data: {}",
+            journey.active_state_ids.join(", "),
+            journey.context
+        ));
+    }
+    if references.is_empty() {
+        system.push_str(&format!("\nSay this, in your own words: {draft}"));
+    } else {
+        system.push_str("\nAnswer from these memories and cite them as [n]:");
+        for (index, reference) in references.iter().enumerate() {
+            system.push_str(&format!("\n[{}] {}", index + 1, shorten(&reference.excerpt, 600)));
+        }
+    }
+    let mut messages = vec![ChatMessage::system(system)];
+    messages.extend(history);
+    messages
+}

@@ -1,0 +1,666 @@
+//! The runtime's HTTP handler: `handle(Request) -> Response` over `http` types, with the
+//! seed's options (base path, CORS, `authorize`, event definitions, error exposure, SSE).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use cairn_api::ApiError;
+use cairn_api::http_util::{ResponseBody, parse_json, parse_query, read_body};
+use cairn_types::ErrorCode;
+use http::request::Parts;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use crate::channel::{ChannelEventInput, ResolveOutputInput, merge_envelope};
+use crate::cors::Cors;
+use crate::events::{EventDefinition, EventSchemas};
+use crate::runtime::*;
+use crate::sse;
+
+/// The largest request body accepted, in bytes.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What [`Authorize::authorize`] decides.
+pub enum Authorization {
+    Allow,
+    /// Answered with 401 `UNAUTHORIZED`.
+    Deny,
+    /// Sent as it is: a custom denial.
+    Respond(Response<ResponseBody>),
+}
+
+/// The `authorize` hook: sees the path after the base path is removed and the request
+/// before its body is read (method, URL, headers, extensions). Not called for preflights.
+#[async_trait]
+pub trait Authorize: Send + Sync + 'static {
+    async fn authorize(&self, path: &str, request: &Parts) -> Authorization;
+}
+
+/// Options of the handler; build with [`HandlerOptions::new`] and the setters.
+pub struct HandlerOptions {
+    runtime: Arc<dyn Runtime>,
+    agent_id: Option<String>,
+    authorize: Option<Arc<dyn Authorize>>,
+    base_path: String,
+    cors: Option<Cors>,
+    custom_events: Vec<EventDefinition>,
+    journey_events: Vec<EventDefinition>,
+    expose_internal_errors: bool,
+    sse_poll_interval: Duration,
+    sse_heartbeat: Duration,
+    voice: Option<Value>,
+}
+
+impl HandlerOptions {
+    pub fn new(runtime: Arc<dyn Runtime>) -> HandlerOptions {
+        HandlerOptions {
+            runtime,
+            agent_id: None,
+            authorize: None,
+            base_path: String::new(),
+            cors: None,
+            custom_events: Vec::new(),
+            journey_events: Vec::new(),
+            expose_internal_errors: false,
+            sse_poll_interval: Duration::from_millis(1000),
+            sse_heartbeat: Duration::from_secs(15),
+            voice: None,
+        }
+    }
+
+    /// The agent of conversations created without an `agentId`.
+    pub fn agent_id(mut self, agent_id: impl Into<String>) -> Self {
+        self.agent_id = Some(agent_id.into());
+        self
+    }
+
+    pub fn authorize(mut self, authorize: impl Authorize) -> Self {
+        self.authorize = Some(Arc::new(authorize));
+        self
+    }
+
+    /// The path the handler is mounted at, e.g. `/api/runtime`; removed before routing.
+    pub fn base_path(mut self, base_path: impl Into<String>) -> Self {
+        self.base_path = base_path.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    pub fn cors(mut self, cors: Cors) -> Self {
+        self.cors = Some(cors);
+        self
+    }
+
+    pub fn custom_events(mut self, definitions: Vec<EventDefinition>) -> Self {
+        self.custom_events = definitions;
+        self
+    }
+
+    pub fn journey_events(mut self, definitions: Vec<EventDefinition>) -> Self {
+        self.journey_events = definitions;
+        self
+    }
+
+    /// Whether a 500 says what failed (default: only `INTERNAL_ERROR`).
+    pub fn expose_internal_errors(mut self, expose: bool) -> Self {
+        self.expose_internal_errors = expose;
+        self
+    }
+
+    /// How often an event stream reads the log when no notification came (default 1 s).
+    pub fn sse_poll_interval(mut self, interval: Duration) -> Self {
+        self.sse_poll_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long an idle event stream waits before a comment heartbeat (default 15 s).
+    pub fn sse_heartbeat(mut self, interval: Duration) -> Self {
+        self.sse_heartbeat = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The voice socket handshake, kept for the voice routes.
+    pub fn voice(mut self, handshake: Value) -> Self {
+        self.voice = Some(handshake);
+        self
+    }
+
+    /// Builds the handler; fails when an event definition's schema is not a valid JSON Schema.
+    pub fn build(self) -> Result<RuntimeHandler, String> {
+        let custom_events = EventSchemas::compile("customEvents", &self.custom_events)?;
+        let journey_events = EventSchemas::compile("journeyEvents", &self.journey_events)?;
+        let (shutdown, _) = watch::channel(false);
+        Ok(RuntimeHandler {
+            inner: Arc::new(Inner {
+                runtime: self.runtime,
+                agent_id: self.agent_id,
+                authorize: self.authorize,
+                base_path: self.base_path,
+                cors: self.cors,
+                custom_events,
+                journey_events,
+                expose_internal_errors: self.expose_internal_errors,
+                sse: sse::StreamOptions {
+                    poll_interval: self.sse_poll_interval,
+                    heartbeat: self.sse_heartbeat,
+                },
+                _voice: self.voice,
+                shutdown,
+            }),
+        })
+    }
+}
+
+/// The handler. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct RuntimeHandler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Arc<dyn Runtime>,
+    agent_id: Option<String>,
+    authorize: Option<Arc<dyn Authorize>>,
+    base_path: String,
+    cors: Option<Cors>,
+    custom_events: EventSchemas,
+    journey_events: EventSchemas,
+    expose_internal_errors: bool,
+    sse: sse::StreamOptions,
+    _voice: Option<Value>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// Every operation, by the seed's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    CreateConversation,
+    ListConversations,
+    HandleChannelEvent,
+    ResolveChannelOutput,
+    StartVoiceConversation,
+    VoiceSocket,
+    StartVoiceSegment,
+    SendMessage,
+    ListEvents,
+    StreamEvents,
+    SubmitWidget,
+    EmitCustomEvent,
+    EmitJourneyEvent,
+    EmitIntermediateMessage,
+    EmitGeneratedPreamble,
+    CompactConversation,
+    CloseConversation,
+    RequestHandoff,
+    ResumeConversation,
+    GetSnapshot,
+    ReplayConversation,
+}
+
+impl Operation {
+    /// Whether the operation changes anything (`POST`), for hooks that grant by role.
+    pub fn writes(self) -> bool {
+        !matches!(
+            self,
+            Operation::ListConversations
+                | Operation::ListEvents
+                | Operation::StreamEvents
+                | Operation::GetSnapshot
+                | Operation::ReplayConversation
+                | Operation::VoiceSocket
+        )
+    }
+}
+
+/// Finds the operation for a method and a path relative to the base path, with the
+/// conversation id when the path has one.
+pub fn route<'a>(method: &Method, path: &'a str) -> Result<(Operation, Option<&'a str>), ApiError> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (operation, allow) = match segments.as_slice() {
+        ["conversations"] if method == Method::POST => (Some(Operation::CreateConversation), ""),
+        ["conversations"] if method == Method::GET => (Some(Operation::ListConversations), ""),
+        ["conversations"] => (None, "GET, POST"),
+        ["channel-events"] => post(method, Operation::HandleChannelEvent),
+        ["channel-outputs", "resolve"] => post(method, Operation::ResolveChannelOutput),
+        ["voice", "conversations"] => post(method, Operation::StartVoiceConversation),
+        ["voice", "socket"] => get(method, Operation::VoiceSocket),
+        ["conversations", id, rest @ ..] if !id.is_empty() => {
+            let found = match rest {
+                ["voice-segments"] => post(method, Operation::StartVoiceSegment),
+                ["messages"] => post(method, Operation::SendMessage),
+                ["events"] => get(method, Operation::ListEvents),
+                ["events", "stream"] => get(method, Operation::StreamEvents),
+                ["widgets"] => post(method, Operation::SubmitWidget),
+                ["custom-events"] => post(method, Operation::EmitCustomEvent),
+                ["journey-events"] => post(method, Operation::EmitJourneyEvent),
+                ["intermediate-messages"] => post(method, Operation::EmitIntermediateMessage),
+                ["preambles"] => post(method, Operation::EmitGeneratedPreamble),
+                ["compact"] => post(method, Operation::CompactConversation),
+                ["close"] => post(method, Operation::CloseConversation),
+                ["handoff"] => post(method, Operation::RequestHandoff),
+                ["resume"] => post(method, Operation::ResumeConversation),
+                ["snapshot"] => get(method, Operation::GetSnapshot),
+                ["replay"] => get(method, Operation::ReplayConversation),
+                _ => return Err(ApiError::not_found(path)),
+            };
+            return match found {
+                (Some(operation), _) => Ok((operation, Some(id))),
+                (None, allow) => Err(ApiError::method_not_allowed(method, path, allow)),
+            };
+        }
+        _ => return Err(ApiError::not_found(path)),
+    };
+    match operation {
+        Some(operation) => Ok((operation, None)),
+        None => Err(ApiError::method_not_allowed(method, path, allow)),
+    }
+}
+
+fn post(method: &Method, operation: Operation) -> (Option<Operation>, &'static str) {
+    (Some(operation).filter(|_| method == Method::POST), "POST")
+}
+
+fn get(method: &Method, operation: Operation) -> (Option<Operation>, &'static str) {
+    (Some(operation).filter(|_| method == Method::GET), "GET")
+}
+
+impl RuntimeHandler {
+    pub fn runtime(&self) -> &Arc<dyn Runtime> {
+        &self.inner.runtime
+    }
+
+    /// Ends every open event stream cleanly; call it when the server shuts down, so graceful
+    /// shutdown does not wait for streams that would never end.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+
+    /// Answers one request. Never fails: errors become responses in the error envelope.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
+    where
+        B: http_body::Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let inner = &self.inner;
+        let origin = request.headers().get(header::ORIGIN).cloned();
+        let mut response = self.answer(request).await;
+        if let (Some(cors), Some(origin)) = (&inner.cors, origin) {
+            cors.decorate(&origin, response.headers_mut());
+        }
+        response
+    }
+
+    async fn answer<B>(&self, request: Request<B>) -> Response<ResponseBody>
+    where
+        B: http_body::Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let inner = &self.inner;
+        let Some(path) = strip_base(request.uri().path(), &inner.base_path).map(str::to_owned)
+        else {
+            return ApiError::not_found(request.uri().path()).into_response();
+        };
+        if request.method() == Method::OPTIONS
+            && let Some(cors) = &inner.cors
+        {
+            return cors.preflight(request.headers());
+        }
+        let (parts, body) = request.into_parts();
+        if let Some(authorize) = &inner.authorize {
+            match authorize.authorize(&path, &parts).await {
+                Authorization::Allow => {}
+                Authorization::Deny => {
+                    return ApiError::new(ErrorCode::Unauthorized, "not authorized")
+                        .into_response();
+                }
+                Authorization::Respond(response) => return response,
+            }
+        }
+        let (operation, id) = match route(&parts.method, &path) {
+            Ok((operation, id)) => (operation, id.map(str::to_owned)),
+            Err(error) => return error.into_response(),
+        };
+        match self.dispatch(operation, id, &parts, body).await {
+            Ok(response) => response,
+            Err(error) => error.into_response(),
+        }
+    }
+
+    async fn dispatch<B>(
+        &self,
+        operation: Operation,
+        id: Option<String>,
+        parts: &Parts,
+        body: B,
+    ) -> Result<Response<ResponseBody>, ApiError>
+    where
+        B: http_body::Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let inner = &self.inner;
+        let runtime = &inner.runtime;
+        let id = id.unwrap_or_default();
+        let query = parts.uri.query();
+        let fail = |error: RuntimeError| self.error(error);
+        let created = |value: &dyn erased::Json| ok(StatusCode::CREATED, value);
+        let okay = |value: &dyn erased::Json| ok(StatusCode::OK, value);
+        match operation {
+            Operation::CreateConversation => {
+                let mut input: CreateConversationInput = optional_body(parts, body).await?;
+                if input.agent_id.is_none() {
+                    input.agent_id = inner.agent_id.clone();
+                }
+                let conversation = runtime.create_conversation(input).await.map_err(fail)?;
+                Ok(created(&json!({ "conversation": conversation })))
+            }
+            Operation::ListConversations => {
+                let input: ListConversationsInput = parse_query(query)?;
+                Ok(okay(&runtime.list_conversations(input).await.map_err(fail)?))
+            }
+            Operation::HandleChannelEvent => {
+                let bytes = read_body(&parts.headers, body, MAX_BODY_BYTES).await?;
+                let object: Map<String, Value> = parse_json(&bytes)?;
+                let merged = merge_envelope(object).map_err(ApiError::validation)?;
+                let mut input: ChannelEventInput =
+                    parse_json(&serde_json::to_vec(&merged).unwrap())?;
+                input.validate().map_err(ApiError::validation)?;
+                if input.agent_id.is_none() {
+                    input.agent_id = inner.agent_id.clone();
+                }
+                let result = runtime.handle_channel_event(input).await.map_err(fail)?;
+                let status = if result.created { StatusCode::CREATED } else { StatusCode::OK };
+                Ok(ok(status, &result))
+            }
+            Operation::ResolveChannelOutput => {
+                let input: ResolveOutputInput = json_body(parts, body).await?;
+                Ok(okay(&runtime.resolve_channel_output(input).await.map_err(fail)?))
+            }
+            Operation::StartVoiceConversation => {
+                let input: Value = optional_body(parts, body).await?;
+                Ok(created(&runtime.start_voice_conversation(input).await.map_err(fail)?))
+            }
+            Operation::StartVoiceSegment => {
+                let input: Value = optional_body(parts, body).await?;
+                Ok(created(&runtime.start_voice_segment(&id, input).await.map_err(fail)?))
+            }
+            Operation::VoiceSocket => Err(ApiError::new(
+                ErrorCode::CapabilityNotSupported,
+                "the voice socket is not served by this handler",
+            )),
+            Operation::SendMessage => {
+                let body: SendMessageBody = json_body(parts, body).await?;
+                if body.message.trim().is_empty() {
+                    return Err(ApiError::validation("message: must not be empty"));
+                }
+                let input = UserMessageInput {
+                    conversation_id: id,
+                    text: body.message,
+                    app: body.app,
+                    channel: body.channel.map(ChannelInput::into_channel),
+                    turn: body.turn,
+                    deltas: None,
+                };
+                if accepts_event_stream(parts) {
+                    return sse::stream_reply(runtime.clone(), input, self.error_mapper()).await;
+                }
+                Ok(okay(&runtime.handle_user_message(input).await.map_err(fail)?))
+            }
+            Operation::ListEvents => {
+                let query: AfterOffset = parse_query(query)?;
+                let events = runtime.list_events(&id, query.after_offset).await.map_err(fail)?;
+                Ok(okay(&json!({ "events": events })))
+            }
+            Operation::StreamEvents => {
+                let query: AfterOffset = parse_query(query)?;
+                let after = match query.after_offset {
+                    Some(offset) => Some(offset),
+                    None => last_event_id(parts)?,
+                };
+                sse::stream_events(
+                    runtime.clone(),
+                    id,
+                    after,
+                    inner.sse,
+                    inner.shutdown.subscribe(),
+                    self.error_mapper(),
+                )
+                .await
+            }
+            Operation::SubmitWidget => {
+                let body: SubmitWidgetBody = json_body(parts, body).await?;
+                let input = SubmitWidgetInput {
+                    conversation_id: id,
+                    prompt_id: body.prompt_id,
+                    widget_kind: body.widget_kind,
+                    output: body.output,
+                };
+                Ok(okay(&runtime.submit_widget(input).await.map_err(fail)?))
+            }
+            Operation::EmitCustomEvent => {
+                let body: CustomEventBody = json_body(parts, body).await?;
+                inner.custom_events.validate(&body.event_name, &body.payload)?;
+                let input = CustomEventInput {
+                    conversation_id: id,
+                    event: body.event_name,
+                    payload: body.payload,
+                };
+                Ok(created(&runtime.emit_custom_event(input).await.map_err(fail)?))
+            }
+            Operation::EmitJourneyEvent => {
+                let body: JourneyEventBody = json_body(parts, body).await?;
+                inner.journey_events.validate(&body.event_name, &body.payload)?;
+                let routing = body.routing.unwrap_or_default();
+                let input = JourneyEventInput {
+                    conversation_id: id,
+                    event: body.event_name,
+                    app: body.app,
+                    payload: body.payload,
+                    routing,
+                    target: body.target,
+                };
+                Ok(created(&runtime.emit_journey_event(input).await.map_err(fail)?))
+            }
+            Operation::EmitIntermediateMessage => {
+                let body: IntermediateMessageBody = json_body(parts, body).await?;
+                if body.text.trim().is_empty() {
+                    return Err(ApiError::validation("text: must not be empty"));
+                }
+                let input = IntermediateMessageInput {
+                    conversation_id: id,
+                    text: body.text,
+                    visible_to_model: body.visible_to_model.unwrap_or(true),
+                };
+                Ok(created(&runtime.emit_intermediate_message(input).await.map_err(fail)?))
+            }
+            Operation::EmitGeneratedPreamble => {
+                let body: PreambleBody = optional_body(parts, body).await?;
+                if body.max_words == Some(0) {
+                    return Err(ApiError::validation("maxWords: must be at least 1"));
+                }
+                let input = PreambleInput {
+                    conversation_id: id,
+                    max_words: body.max_words,
+                    purpose: body.purpose,
+                };
+                Ok(created(&runtime.emit_generated_preamble(input).await.map_err(fail)?))
+            }
+            Operation::CompactConversation => {
+                let body: CompactBody = optional_body(parts, body).await?;
+                if let (Some(from), Some(to)) = (body.from_offset, body.to_offset)
+                    && from > to
+                {
+                    return Err(ApiError::validation("fromOffset: must not be above toOffset"));
+                }
+                let input = CompactInput {
+                    conversation_id: id,
+                    from_offset: body.from_offset,
+                    to_offset: body.to_offset,
+                    schema_version: body.schema_version,
+                };
+                Ok(okay(&runtime.compact_conversation(input).await.map_err(fail)?))
+            }
+            Operation::CloseConversation => {
+                let body: CloseBody = optional_body(parts, body).await?;
+                let conversation =
+                    runtime.close_conversation(&id, body.reason).await.map_err(fail)?;
+                Ok(okay(&json!({ "conversation": conversation })))
+            }
+            Operation::RequestHandoff => {
+                let body: HandoffBody = json_body(parts, body).await?;
+                if body.reason.trim().is_empty() {
+                    return Err(ApiError::validation("reason: must not be empty"));
+                }
+                let input = HandoffInput {
+                    conversation_id: id,
+                    reason: body.reason,
+                    summary: body.summary,
+                    payload: body.payload,
+                };
+                Ok(okay(&runtime.request_handoff(input).await.map_err(fail)?))
+            }
+            Operation::ResumeConversation => {
+                let body: ResumeBody = optional_body(parts, body).await?;
+                let input =
+                    ResumeInput { conversation_id: id, reason: body.reason, payload: body.payload };
+                Ok(okay(&runtime.resume_conversation(input).await.map_err(fail)?))
+            }
+            Operation::GetSnapshot => {
+                let snapshot = runtime.get_snapshot(&id).await.map_err(fail)?;
+                Ok(okay(&json!({ "snapshot": snapshot })))
+            }
+            Operation::ReplayConversation => {
+                let query: AfterOffset = parse_query(query)?;
+                let input = ReplayInput { conversation_id: id, after_offset: query.after_offset };
+                Ok(okay(&runtime.replay_conversation(input).await.map_err(fail)?))
+            }
+        }
+    }
+
+    fn error_mapper(&self) -> ErrorMapper {
+        ErrorMapper { expose_internal_errors: self.inner.expose_internal_errors }
+    }
+
+    fn error(&self, error: RuntimeError) -> ApiError {
+        self.error_mapper().map(error)
+    }
+}
+
+/// Turns runtime errors into API errors: the one place statuses and codes are chosen.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ErrorMapper {
+    expose_internal_errors: bool,
+}
+
+impl ErrorMapper {
+    pub(crate) fn map(self, error: RuntimeError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            RuntimeError::ConversationNotFound(_) => {
+                ApiError::new(ErrorCode::ConversationNotFound, message)
+            }
+            RuntimeError::PromptNotFound(_) => ApiError::new(ErrorCode::PromptNotFound, message),
+            RuntimeError::ConversationClosed(_) => {
+                ApiError::new(ErrorCode::ConversationClosed, message)
+            }
+            RuntimeError::Invalid(_) => ApiError::validation(message),
+            RuntimeError::Conflict(_) => ApiError::new(ErrorCode::Conflict, message),
+            RuntimeError::NotSupported(_) => {
+                ApiError::new(ErrorCode::CapabilityNotSupported, message)
+            }
+            RuntimeError::Internal(source) => {
+                tracing::error!(error = %source, "runtime failed");
+                let message = if self.expose_internal_errors {
+                    source.to_string()
+                } else {
+                    "internal error".into()
+                };
+                ApiError::new(ErrorCode::InternalError, message)
+            }
+        }
+    }
+}
+
+/// Serializable values behind one trait object, so the closures above take any result.
+mod erased {
+    pub trait Json {
+        fn to_json(&self) -> Vec<u8>;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> Vec<u8> {
+            serde_json::to_vec(self).expect("response types always serialize")
+        }
+    }
+}
+
+fn ok(status: StatusCode, value: &dyn erased::Json) -> Response<ResponseBody> {
+    cairn_api::http_util::bytes_response(status, "application/json", Bytes::from(value.to_json()))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AfterOffset {
+    after_offset: Option<u64>,
+}
+
+fn strip_base<'a>(path: &'a str, base: &str) -> Option<&'a str> {
+    if base.is_empty() {
+        return Some(path);
+    }
+    let rest = path.strip_prefix(base)?;
+    (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+}
+
+async fn json_body<T, B>(parts: &Parts, body: B) -> Result<T, ApiError>
+where
+    T: DeserializeOwned,
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let bytes = read_body(&parts.headers, body, MAX_BODY_BYTES).await?;
+    parse_json(&bytes)
+}
+
+/// A JSON body where an empty one means "all defaults".
+async fn optional_body<T, B>(parts: &Parts, body: B) -> Result<T, ApiError>
+where
+    T: DeserializeOwned + Default,
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let bytes = read_body(&parts.headers, body, MAX_BODY_BYTES).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    parse_json(&bytes)
+}
+
+fn accepts_event_stream(parts: &Parts) -> bool {
+    parts
+        .headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("text/event-stream"))
+}
+
+fn last_event_id(parts: &Parts) -> Result<Option<u64>, ApiError> {
+    let Some(value) = parts.headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse::<u64>().map(Some).map_err(|_| {
+        ApiError::validation(format!("Last-Event-ID: `{text}` is not an event offset"))
+    })
+}
+
+pub(crate) fn header_value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}

@@ -1,0 +1,442 @@
+//! The [`Runtime`] trait: what the HTTP handler asks of a conversation runtime, with the
+//! inputs and results of every operation.
+//!
+//! Three capabilities are required; every other one has a default that answers
+//! [`RuntimeError::NotSupported`], which the handler turns into 501
+//! `CAPABILITY_NOT_SUPPORTED`. A runtime of your own implements what it can.
+
+use async_trait::async_trait;
+use cairn_types::{Conversation, ConversationChannel, OpenPrompt, RuntimeEvent, Snapshot};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use crate::channel::{ChannelEventInput, ChannelEventResult, ResolveOutputInput};
+use crate::journey::Routing;
+
+/// What a runtime operation can fail with; each maps to one HTTP status and error code.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("conversation `{0}` was not found")]
+    ConversationNotFound(String),
+    #[error("prompt `{0}` was not found")]
+    PromptNotFound(String),
+    #[error("conversation `{0}` is closed; resume it first")]
+    ConversationClosed(String),
+    /// The input is well-formed but not acceptable (422).
+    #[error("{0}")]
+    Invalid(String),
+    /// The input conflicts with the conversation's state (409), e.g. a prompt answered twice.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("this runtime does not support `{0}`")]
+    NotSupported(&'static str),
+    #[error("{0}")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl RuntimeError {
+    pub fn internal(error: impl std::error::Error + Send + Sync + 'static) -> RuntimeError {
+        RuntimeError::Internal(Box::new(error))
+    }
+}
+
+pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+
+/// Text deltas of the assistant's reply, for callers that stream it.
+pub type TextDeltas = mpsc::UnboundedSender<String>;
+
+/// A conversation runtime. Implement the three required methods; the others default to
+/// "not supported".
+#[async_trait]
+pub trait Runtime: Send + Sync + 'static {
+    async fn create_conversation(&self, input: CreateConversationInput) -> Result<Conversation>;
+
+    /// Applies a user message and produces the assistant's turn.
+    async fn handle_user_message(&self, input: UserMessageInput) -> Result<SendMessageResult>;
+
+    /// Events with an offset above `after_offset` (all when `None`), in order.
+    async fn list_events(
+        &self,
+        conversation_id: &str,
+        after_offset: Option<u64>,
+    ) -> Result<Vec<RuntimeEvent>>;
+
+    /// A receiver that changes whenever the conversation's log grows (its value: the next
+    /// offset), so event streams are pushed instead of polled. `None`: streams poll.
+    fn subscribe(&self, _conversation_id: &str) -> Option<watch::Receiver<u64>> {
+        None
+    }
+
+    async fn list_conversations(&self, _input: ListConversationsInput) -> Result<ConversationList> {
+        Err(RuntimeError::NotSupported("listConversations"))
+    }
+
+    async fn handle_channel_event(&self, _input: ChannelEventInput) -> Result<ChannelEventResult> {
+        Err(RuntimeError::NotSupported("handleChannelEvent"))
+    }
+
+    async fn resolve_channel_output(&self, _input: ResolveOutputInput) -> Result<EventResult> {
+        Err(RuntimeError::NotSupported("resolveChannelOutput"))
+    }
+
+    async fn start_voice_conversation(&self, _input: Value) -> Result<Value> {
+        Err(RuntimeError::NotSupported("startVoiceConversation"))
+    }
+
+    async fn start_voice_segment(&self, _conversation_id: &str, _input: Value) -> Result<Value> {
+        Err(RuntimeError::NotSupported("startVoiceSegment"))
+    }
+
+    async fn submit_widget(&self, _input: SubmitWidgetInput) -> Result<EventResult> {
+        Err(RuntimeError::NotSupported("submitWidget"))
+    }
+
+    async fn emit_custom_event(&self, _input: CustomEventInput) -> Result<EventResult> {
+        Err(RuntimeError::NotSupported("emitCustomEvent"))
+    }
+
+    async fn emit_journey_event(&self, _input: JourneyEventInput) -> Result<JourneyEventResult> {
+        Err(RuntimeError::NotSupported("emitJourneyEvent"))
+    }
+
+    async fn emit_intermediate_message(
+        &self,
+        _input: IntermediateMessageInput,
+    ) -> Result<EventsResult> {
+        Err(RuntimeError::NotSupported("emitIntermediateMessage"))
+    }
+
+    async fn emit_generated_preamble(&self, _input: PreambleInput) -> Result<PreambleResult> {
+        Err(RuntimeError::NotSupported("emitGeneratedPreamble"))
+    }
+
+    async fn compact_conversation(&self, _input: CompactInput) -> Result<CompactResult> {
+        Err(RuntimeError::NotSupported("compactConversation"))
+    }
+
+    async fn close_conversation(
+        &self,
+        _conversation_id: &str,
+        _reason: Option<String>,
+    ) -> Result<Conversation> {
+        Err(RuntimeError::NotSupported("closeConversation"))
+    }
+
+    async fn request_handoff(&self, _input: HandoffInput) -> Result<LifecycleResult> {
+        Err(RuntimeError::NotSupported("requestHandoff"))
+    }
+
+    async fn resume_conversation(&self, _input: ResumeInput) -> Result<LifecycleResult> {
+        Err(RuntimeError::NotSupported("resumeConversation"))
+    }
+
+    async fn get_snapshot(&self, _conversation_id: &str) -> Result<Snapshot> {
+        Err(RuntimeError::NotSupported("getSnapshot"))
+    }
+
+    async fn replay_conversation(&self, _input: ReplayInput) -> Result<ReplayResult> {
+        Err(RuntimeError::NotSupported("replayConversation"))
+    }
+}
+
+/// A channel as callers may give it: a name (`"web"`) or the whole record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChannelInput {
+    Name(String),
+    Channel(ConversationChannel),
+}
+
+impl ChannelInput {
+    pub fn into_channel(self) -> ConversationChannel {
+        match self {
+            ChannelInput::Name(kind) => {
+                ConversationChannel { kind, provider: None, id: None, metadata: None }
+            }
+            ChannelInput::Channel(channel) => channel,
+        }
+    }
+}
+
+/// The body of `POST /conversations`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateConversationInput {
+    pub id: Option<String>,
+    pub agent_id: Option<String>,
+    pub channel: Option<ChannelInput>,
+    pub context: Option<Value>,
+}
+
+/// `GET /conversations`: newest first; `after`/`before` are cursors (the `nextCursor` or
+/// `prevCursor` of a page), `afterUpdatedAt`/`beforeUpdatedAt` bound `updatedAt`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListConversationsInput {
+    pub after: Option<String>,
+    pub before: Option<String>,
+    pub after_updated_at: Option<String>,
+    pub before_updated_at: Option<String>,
+    pub agent_id: Option<String>,
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationList {
+    pub conversations: Vec<Conversation>,
+    /// Pass as `after` for the next (older) page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// Pass as `before` for the previous (newer) page; absent on the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev_cursor: Option<String>,
+}
+
+/// A user message for [`Runtime::handle_user_message`].
+#[derive(Debug, Clone, Default)]
+pub struct UserMessageInput {
+    pub conversation_id: String,
+    pub text: String,
+    pub app: Option<Value>,
+    pub channel: Option<ConversationChannel>,
+    pub turn: Option<Value>,
+    /// Receives the reply's text as it is written, when the caller streams.
+    pub deltas: Option<TextDeltas>,
+}
+
+/// The body of `POST /conversations/:id/messages`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendMessageBody {
+    pub message: String,
+    pub app: Option<Value>,
+    pub channel: Option<ChannelInput>,
+    pub turn: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessageResult {
+    pub text: String,
+    pub events: Vec<RuntimeEvent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_journey_id: Option<String>,
+}
+
+/// The body of `POST /conversations/:id/widgets`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubmitWidgetBody {
+    pub prompt_id: String,
+    pub widget_kind: String,
+    #[serde(default)]
+    pub output: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmitWidgetInput {
+    pub conversation_id: String,
+    pub prompt_id: String,
+    pub widget_kind: String,
+    pub output: Value,
+}
+
+/// The body of `POST /conversations/:id/custom-events`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CustomEventBody {
+    pub event_name: String,
+    #[serde(default)]
+    pub payload: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CustomEventInput {
+    pub conversation_id: String,
+    pub event: String,
+    pub payload: Value,
+}
+
+/// Where a targeted journey event goes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JourneyTarget {
+    pub journey_id: Option<String>,
+    pub state_id: Option<String>,
+}
+
+/// The body of `POST /conversations/:id/journey-events`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JourneyEventBody {
+    pub event_name: String,
+    pub app: Option<Value>,
+    #[serde(default)]
+    pub payload: Value,
+    pub routing: Option<Routing>,
+    pub target: Option<JourneyTarget>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct JourneyEventInput {
+    pub conversation_id: String,
+    pub event: String,
+    pub app: Option<Value>,
+    pub payload: Value,
+    pub routing: Routing,
+    pub target: Option<JourneyTarget>,
+}
+
+/// The body of `POST /conversations/:id/intermediate-messages`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IntermediateMessageBody {
+    pub text: String,
+    pub visible_to_model: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntermediateMessageInput {
+    pub conversation_id: String,
+    pub text: String,
+    pub visible_to_model: bool,
+}
+
+/// The body of `POST /conversations/:id/preambles`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreambleBody {
+    pub max_words: Option<u32>,
+    pub purpose: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreambleInput {
+    pub conversation_id: String,
+    pub max_words: Option<u32>,
+    pub purpose: Option<String>,
+}
+
+/// The body of `POST /conversations/:id/compact`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactBody {
+    pub from_offset: Option<u64>,
+    pub to_offset: Option<u64>,
+    pub schema_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactInput {
+    pub conversation_id: String,
+    pub from_offset: Option<u64>,
+    pub to_offset: Option<u64>,
+    pub schema_version: Option<String>,
+}
+
+/// The body of `POST /conversations/:id/close`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloseBody {
+    pub reason: Option<String>,
+}
+
+/// The body of `POST /conversations/:id/handoff`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffBody {
+    pub reason: String,
+    pub summary: Option<String>,
+    pub payload: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandoffInput {
+    pub conversation_id: String,
+    pub reason: String,
+    pub summary: Option<String>,
+    pub payload: Option<Value>,
+}
+
+/// The body of `POST /conversations/:id/resume`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeBody {
+    pub reason: Option<String>,
+    pub payload: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResumeInput {
+    pub conversation_id: String,
+    pub reason: Option<String>,
+    pub payload: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayInput {
+    pub conversation_id: String,
+    pub after_offset: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventResult {
+    pub event: RuntimeEvent,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventsResult {
+    pub events: Vec<RuntimeEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JourneyEventResult {
+    pub event: RuntimeEvent,
+    pub events: Vec<RuntimeEvent>,
+    pub snapshot: Snapshot,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreambleResult {
+    pub events: Vec<RuntimeEvent>,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactResult {
+    pub events: Vec<RuntimeEvent>,
+    pub snapshot: Snapshot,
+    pub summary: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LifecycleResult {
+    pub conversation: Conversation,
+    pub event: RuntimeEvent,
+}
+
+/// A message as replay shows it, rebuilt from the `message` events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayMessage {
+    pub id: String,
+    pub role: String,
+    pub text: String,
+    pub offset: u64,
+    pub aborted: bool,
+    pub intermediate: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayResult {
+    pub conversation: Conversation,
+    pub events: Vec<RuntimeEvent>,
+    pub messages: Vec<ReplayMessage>,
+    pub open_prompts: Vec<OpenPrompt>,
+    pub snapshot: Snapshot,
+}

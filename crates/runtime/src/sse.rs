@@ -1,0 +1,212 @@
+//! Server-Sent Events: the event stream of a conversation, and a reply streamed as text
+//! deltas.
+//!
+//! A stream writes every event as `id: <offset>` + `data: <event JSON>`, resumes after
+//! `Last-Event-ID`, is woken as soon as the runtime appends (when the runtime offers
+//! [`Runtime::subscribe`]), polls as a fallback, sends a comment heartbeat when idle, and
+//! ends cleanly when the handler shuts down or the client goes away.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use cairn_api::ApiError;
+use cairn_api::http_util::ResponseBody;
+use cairn_types::{ErrorEnvelope, RuntimeEvent};
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body::Frame;
+use http_body_util::BodyExt;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::handler::ErrorMapper;
+use crate::runtime::{Runtime, RuntimeError, UserMessageInput};
+
+/// How an event stream waits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamOptions {
+    pub poll_interval: Duration,
+    pub heartbeat: Duration,
+}
+
+/// A response body fed by a channel: the stream ends when the sender is dropped.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|chunk| chunk.map(|chunk| Ok(Frame::data(chunk))))
+    }
+}
+
+fn sse_response(receiver: mpsc::Receiver<Bytes>) -> Response<ResponseBody> {
+    let mut response = Response::new(ChannelBody(receiver).boxed());
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies such as nginx buffer responses unless told not to.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    *response.status_mut() = StatusCode::OK;
+    response
+}
+
+/// One runtime event as an SSE message.
+pub fn event_frame(event: &RuntimeEvent) -> Bytes {
+    let data = serde_json::to_string(event).expect("events always serialize");
+    Bytes::from(format!("id: {}\ndata: {data}\n\n", event.offset))
+}
+
+fn named_frame(name: &str, data: &impl serde::Serialize) -> Bytes {
+    let data = serde_json::to_string(data).expect("stream payloads always serialize");
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// `GET /conversations/:id/events/stream`. Answers 404 before streaming when the
+/// conversation does not exist.
+pub(crate) async fn stream_events(
+    runtime: Arc<dyn Runtime>,
+    conversation_id: String,
+    after: Option<u64>,
+    options: StreamOptions,
+    mut shutdown: watch::Receiver<bool>,
+    errors: ErrorMapper,
+) -> Result<Response<ResponseBody>, ApiError> {
+    // Subscribe before the first read, so nothing appended in between goes unnoticed.
+    let mut appended = runtime.subscribe(&conversation_id);
+    if let Some(appended) = &mut appended {
+        appended.borrow_and_update();
+    }
+    let first = runtime.list_events(&conversation_id, after).await.map_err(|e| errors.map(e))?;
+    let (sender, receiver) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut last = after;
+        let mut pending = first;
+        // Tells the browser how soon to reconnect after a drop.
+        if sender.send(Bytes::from_static(b"retry: 1000\n\n")).await.is_err() {
+            return;
+        }
+        let mut idle_since = Instant::now();
+        loop {
+            for event in pending.drain(..) {
+                last = Some(event.offset);
+                if sender.send(event_frame(&event)).await.is_err() {
+                    return;
+                }
+                idle_since = Instant::now();
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            let heartbeat_at = idle_since + options.heartbeat;
+            tokio::select! {
+                _ = wait_for_append(&mut appended) => {}
+                _ = tokio::time::sleep(options.poll_interval) => {}
+                _ = tokio::time::sleep_until(heartbeat_at) => {
+                    if sender.send(Bytes::from_static(b": heartbeat\n\n")).await.is_err() {
+                        return;
+                    }
+                    idle_since = Instant::now();
+                    continue;
+                }
+                _ = shutdown.changed() => return,
+                _ = sender.closed() => return,
+            }
+            match runtime.list_events(&conversation_id, last).await {
+                Ok(events) => pending = events,
+                Err(error) => {
+                    let error = errors.map(error);
+                    let envelope = ErrorEnvelope::new(error.code(), error.message());
+                    let _ = sender.send(named_frame("error", &envelope)).await;
+                    return;
+                }
+            }
+        }
+    });
+    Ok(sse_response(receiver))
+}
+
+async fn wait_for_append(appended: &mut Option<watch::Receiver<u64>>) {
+    match appended {
+        Some(receiver) => {
+            if receiver.changed().await.is_err() {
+                // The runtime dropped the sender: fall back to polling.
+                *appended = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// `sendMessage` with `Accept: text/event-stream`: `event: delta` frames carry
+/// `{"text": …}` as the reply is written, then `event: result` carries the send-message
+/// result (or `event: error` an error envelope). Errors found before the first delta are
+/// answered as ordinary JSON errors with their status.
+pub(crate) async fn stream_reply(
+    runtime: Arc<dyn Runtime>,
+    mut input: UserMessageInput,
+    errors: ErrorMapper,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let (deltas, mut delta_receiver) = mpsc::unbounded_channel::<String>();
+    input.deltas = Some(deltas);
+    let mut turn = tokio::spawn(async move { runtime.handle_user_message(input).await });
+    let first = tokio::select! {
+        delta = delta_receiver.recv() => delta,
+        result = &mut turn => {
+            let result = joined(result);
+            // Everything happened before any delta: say it in one go.
+            let (sender, receiver) = mpsc::channel::<Bytes>(4);
+            let frame = match result {
+                Ok(result) => {
+                    let mut frames = Vec::new();
+                    while let Ok(delta) = delta_receiver.try_recv() {
+                        frames.push(named_frame("delta", &serde_json::json!({ "text": delta })));
+                    }
+                    frames.push(named_frame("result", &result));
+                    frames
+                }
+                Err(error) => return Err(errors.map(error)),
+            };
+            tokio::spawn(async move {
+                for chunk in frame {
+                    if sender.send(chunk).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            return Ok(sse_response(receiver));
+        }
+    };
+    let (sender, receiver) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut delta = first;
+        while let Some(text) = delta {
+            // A client that left still lets the turn finish; it is just not told.
+            let _ = sender.send(named_frame("delta", &serde_json::json!({ "text": text }))).await;
+            delta = delta_receiver.recv().await;
+        }
+        let frame = match joined(turn.await) {
+            Ok(result) => named_frame("result", &result),
+            Err(error) => {
+                let error = errors.map(error);
+                named_frame("error", &ErrorEnvelope::new(error.code(), error.message()))
+            }
+        };
+        let _ = sender.send(frame).await;
+    });
+    Ok(sse_response(receiver))
+}
+
+fn joined<T>(
+    result: Result<Result<T, RuntimeError>, tokio::task::JoinError>,
+) -> Result<T, RuntimeError> {
+    result.unwrap_or_else(|error| Err(RuntimeError::internal(error)))
+}

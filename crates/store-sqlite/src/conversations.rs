@@ -1,0 +1,530 @@
+//! The conversation runtime's records in SQLite: conversations, their event log, prompts and
+//! idempotency keys.
+//!
+//! Offsets come from the conversation's `next_offset`, read and bumped inside the commit's
+//! transaction; the single writer connection runs commits one at a time, so offsets never
+//! repeat or skip.
+
+use async_trait::async_trait;
+use cairn_store::{
+    Commit, CommitOutcome, ConversationQuery, ConversationStore, IdempotencyRecord, NewEvent,
+    PromptRecord, Result, StoreError,
+};
+use cairn_types::{
+    Conversation, IdPrefix, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp, new_id,
+};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
+use serde::de::DeserializeOwned;
+
+use crate::rows::json_text;
+use crate::{SqliteStore, sql};
+
+const CONVERSATION_COLUMNS: &str =
+    "id, agent_id, channel, context, lifecycle, created_at, updated_at";
+const EVENT_COLUMNS: &str = "id, conversation_id, offset, kind, created_at, data";
+const PROMPT_COLUMNS: &str = "prompt_id, widget_kind, input, offset, output";
+const IDEMPOTENCY_COLUMNS: &str = "key, conversation_id, first_offset, end_offset, created_at";
+
+fn parse_json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T> {
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::Corrupt(format!("column {column}: {error}")))
+}
+
+/// Offsets are `u64` to callers and `INTEGER` (signed) to SQLite.
+fn offset_param(offset: u64) -> Result<i64> {
+    i64::try_from(offset)
+        .map_err(|_| StoreError::Backend(format!("offset {offset} is out of range").into()))
+}
+
+fn offset_column(row: &Row<'_>, index: usize) -> Result<u64> {
+    let value: i64 = row.get(index).map_err(sql)?;
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative offset {value}")))
+}
+
+/// A bound for `offset > ?` or `offset < ?`: offsets past what SQLite holds match nothing.
+fn offset_bound(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
+}
+
+fn conversation_from_row(row: &Row<'_>) -> Result<Conversation> {
+    let channel: Option<String> = row.get(2).map_err(sql)?;
+    let context: String = row.get(3).map_err(sql)?;
+    let lifecycle: String = row.get(4).map_err(sql)?;
+    Ok(Conversation {
+        id: row.get(0).map_err(sql)?,
+        agent_id: row.get(1).map_err(sql)?,
+        channel: channel.map(|text| parse_json(&text, "channel")).transpose()?,
+        context: parse_json(&context, "context")?,
+        lifecycle: Lifecycle::parse(&lifecycle)
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown lifecycle `{lifecycle}`")))?,
+        created_at: Timestamp::from_millis(row.get(5).map_err(sql)?),
+        updated_at: Timestamp::from_millis(row.get(6).map_err(sql)?),
+    })
+}
+
+fn event_from_row(row: &Row<'_>) -> Result<RuntimeEvent> {
+    let data: String = row.get(5).map_err(sql)?;
+    Ok(RuntimeEvent {
+        id: row.get(0).map_err(sql)?,
+        conversation_id: row.get(1).map_err(sql)?,
+        offset: offset_column(row, 2)?,
+        kind: row.get(3).map_err(sql)?,
+        created_at: Timestamp::from_millis(row.get(4).map_err(sql)?),
+        data: parse_json(&data, "data")?,
+    })
+}
+
+fn prompt_from_row(row: &Row<'_>) -> Result<PromptRecord> {
+    let input: String = row.get(2).map_err(sql)?;
+    let output: Option<String> = row.get(4).map_err(sql)?;
+    Ok(PromptRecord {
+        prompt: OpenPrompt {
+            prompt_id: row.get(0).map_err(sql)?,
+            widget_kind: row.get(1).map_err(sql)?,
+            input: parse_json(&input, "input")?,
+            offset: offset_column(row, 3)?,
+        },
+        output: output.map(|text| parse_json(&text, "output")).transpose()?,
+    })
+}
+
+fn idempotency_from_row(row: &Row<'_>) -> Result<IdempotencyRecord> {
+    Ok(IdempotencyRecord {
+        key: row.get(0).map_err(sql)?,
+        conversation_id: row.get(1).map_err(sql)?,
+        first_offset: offset_column(row, 2)?,
+        end_offset: offset_column(row, 3)?,
+        created_at: Timestamp::from_millis(row.get(4).map_err(sql)?),
+    })
+}
+
+/// Collects rows read by a `from_row` function, stopping at the first error.
+fn collect<T>(
+    connection: &Connection,
+    query: &str,
+    params: impl rusqlite::Params,
+    from_row: fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut statement = connection.prepare_cached(query).map_err(sql)?;
+    let rows = statement.query_map(params, |row| Ok(from_row(row))).map_err(sql)?;
+    rows.map(|row| row.map_err(sql)?).collect()
+}
+
+/// The conversation and the offset its next event gets.
+fn conversation_with_next_offset(row: &Row<'_>) -> Result<(Conversation, u64)> {
+    Ok((conversation_from_row(row)?, offset_column(row, 7)?))
+}
+
+fn read_snapshot(connection: &Connection, conversation_id: &str) -> Result<Option<Snapshot>> {
+    let text: Option<String> = connection
+        .prepare_cached("SELECT snapshot FROM conversations WHERE id = ?1")
+        .map_err(sql)?
+        .query_row([conversation_id], |row| row.get(0))
+        .optional()
+        .map_err(sql)?;
+    text.map(|text| parse_json(&text, "snapshot")).transpose()
+}
+
+fn read_idempotency(connection: &Connection, key: &str) -> Result<Option<IdempotencyRecord>> {
+    let query = format!("SELECT {IDEMPOTENCY_COLUMNS} FROM runtime_idempotency WHERE key = ?1");
+    let row = connection
+        .prepare_cached(&query)
+        .map_err(sql)?
+        .query_row([key], |row| Ok(idempotency_from_row(row)))
+        .optional()
+        .map_err(sql)?;
+    row.transpose()
+}
+
+/// Stores `events` at consecutive offsets from `first_offset`, with fresh ids and time `at`.
+fn append_events(
+    tx: &Transaction<'_>,
+    conversation_id: &str,
+    first_offset: u64,
+    events: &[NewEvent],
+    at: Timestamp,
+) -> Result<Vec<RuntimeEvent>> {
+    let mut insert = tx
+        .prepare_cached(&format!(
+            "INSERT INTO runtime_events ({EVENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        ))
+        .map_err(sql)?;
+    let mut stored = Vec::with_capacity(events.len());
+    for (event, offset) in events.iter().zip(first_offset..) {
+        let event = RuntimeEvent {
+            id: new_id(IdPrefix::Event),
+            conversation_id: conversation_id.to_owned(),
+            offset,
+            kind: event.kind.clone(),
+            created_at: at,
+            data: event.data.clone(),
+        };
+        insert
+            .execute(params![
+                event.id,
+                event.conversation_id,
+                offset_param(offset)?,
+                event.kind,
+                at.as_millis(),
+                json_text(&event.data),
+            ])
+            .map_err(sql)?;
+        stored.push(event);
+    }
+    Ok(stored)
+}
+
+/// Applies one commit; see [`Commit`]. Every check happens before the first write, and an
+/// error rolls the whole transaction back.
+fn apply_commit(tx: &Transaction<'_>, commit: &Commit) -> Result<CommitOutcome> {
+    let id = commit.conversation_id.as_str();
+    let query =
+        format!("SELECT {CONVERSATION_COLUMNS}, next_offset FROM conversations WHERE id = ?1");
+    let Some((before, next_offset)) =
+        collect(tx, &query, [id], conversation_with_next_offset)?.pop()
+    else {
+        return Ok(CommitOutcome::NotFound);
+    };
+    if let Some(key) = &commit.idempotency_key
+        && let Some(record) = read_idempotency(tx, key)?
+    {
+        return Ok(CommitOutcome::Duplicate(record));
+    }
+    if let Some(prompt) =
+        commit.open_prompts.iter().find(|prompt| prompt.event_index >= commit.events.len())
+    {
+        let message = format!(
+            "prompt {} is opened by event {} but the commit has {} events",
+            prompt.prompt_id,
+            prompt.event_index,
+            commit.events.len()
+        );
+        return Err(StoreError::Backend(message.into()));
+    }
+
+    let events = append_events(tx, id, next_offset, &commit.events, commit.at)?;
+    let end_offset = next_offset + events.len() as u64;
+    let lifecycle = commit.lifecycle.unwrap_or(before.lifecycle);
+    // The snapshot carries the lifecycle too, so it follows a change even when the commit
+    // brings no snapshot of its own.
+    let snapshot = match &commit.snapshot {
+        Some(snapshot) => Some(snapshot.clone()),
+        None if lifecycle != before.lifecycle => read_snapshot(tx, id)?,
+        None => None,
+    }
+    .map(|snapshot| Snapshot { lifecycle, updated_at: commit.at, ..snapshot });
+    tx.prepare_cached(
+        "UPDATE conversations SET lifecycle = ?2, updated_at = ?3, next_offset = ?4, \
+         snapshot = coalesce(?5, snapshot) WHERE id = ?1",
+    )
+    .map_err(sql)?
+    .execute(params![
+        id,
+        lifecycle.as_str(),
+        commit.at.as_millis(),
+        offset_param(end_offset)?,
+        snapshot.as_ref().map(json_text),
+    ])
+    .map_err(sql)?;
+
+    let mut open = tx
+        .prepare_cached(&format!(
+            "INSERT INTO runtime_prompts (conversation_id, {PROMPT_COLUMNS}) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL)"
+        ))
+        .map_err(sql)?;
+    for prompt in &commit.open_prompts {
+        let offset = events[prompt.event_index].offset;
+        open.execute(params![
+            id,
+            prompt.prompt_id,
+            prompt.widget_kind,
+            json_text(&prompt.input),
+            offset_param(offset)?,
+        ])
+        .map_err(sql)?;
+    }
+    // An answered prompt keeps its first answer.
+    let mut close = tx
+        .prepare_cached(
+            "UPDATE runtime_prompts SET output = ?3 \
+             WHERE conversation_id = ?1 AND prompt_id = ?2 AND output IS NULL",
+        )
+        .map_err(sql)?;
+    for (prompt_id, output) in &commit.close_prompts {
+        close.execute(params![id, prompt_id, json_text(output)]).map_err(sql)?;
+    }
+
+    if let Some(key) = &commit.idempotency_key {
+        tx.prepare_cached(&format!(
+            "INSERT INTO runtime_idempotency ({IDEMPOTENCY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+        ))
+        .map_err(sql)?
+        .execute(params![
+            key,
+            id,
+            offset_param(next_offset)?,
+            offset_param(end_offset)?,
+            commit.at.as_millis(),
+        ])
+        .map_err(sql)?;
+    }
+
+    let conversation = Conversation { lifecycle, updated_at: commit.at, ..before };
+    Ok(CommitOutcome::Committed { conversation, events })
+}
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn create_conversation(
+        &self,
+        conversation: &Conversation,
+        snapshot: &Snapshot,
+        events: &[NewEvent],
+    ) -> Result<Option<Vec<RuntimeEvent>>> {
+        let (conversation, snapshot, events) =
+            (conversation.clone(), snapshot.clone(), events.to_vec());
+        self.write(move |tx| {
+            let inserted = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO conversations ({CONVERSATION_COLUMNS}, next_offset, snapshot) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (id) DO NOTHING"
+                ))
+                .map_err(sql)?
+                .execute(params![
+                    conversation.id,
+                    conversation.agent_id,
+                    conversation.channel.as_ref().map(json_text),
+                    json_text(&conversation.context),
+                    conversation.lifecycle.as_str(),
+                    conversation.created_at.as_millis(),
+                    conversation.updated_at.as_millis(),
+                    offset_param(events.len() as u64)?,
+                    json_text(&snapshot),
+                ])
+                .map_err(sql)?;
+            if inserted == 0 {
+                return Ok(None);
+            }
+            append_events(tx, &conversation.id, 0, &events, conversation.created_at).map(Some)
+        })
+        .await
+    }
+
+    async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>> {
+        let id = id.to_owned();
+        self.read(move |connection| {
+            let query = format!("SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?1");
+            let mut found = collect(connection, &query, [id], conversation_from_row)?;
+            Ok(found.pop())
+        })
+        .await
+    }
+
+    async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>> {
+        let mut conditions = Vec::new();
+        let mut values = Vec::new();
+        let mut filter = |condition: &'static str, value: Value| {
+            conditions.push(condition);
+            values.push(value);
+        };
+        if let Some(agent_id) = &query.agent_id {
+            filter("agent_id = ?", Value::Text(agent_id.clone()));
+        }
+        if let Some(after) = &query.after {
+            filter("id < ?", Value::Text(after.clone()));
+        }
+        if let Some(before) = &query.before {
+            filter("id > ?", Value::Text(before.clone()));
+        }
+        if let Some(at) = query.updated_after {
+            filter("updated_at > ?", Value::Integer(at.as_millis()));
+        }
+        if let Some(at) = query.updated_before {
+            filter("updated_at < ?", Value::Integer(at.as_millis()));
+        }
+        let filter = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conditions.join(" AND "))
+        };
+        // A page that ends before a cursor holds the conversations nearest to it: take them
+        // oldest first, then turn the page around.
+        let nearest_before = query.before.is_some() && query.after.is_none();
+        let order = if nearest_before { "ASC" } else { "DESC" };
+        values.push(Value::Integer(i64::from(query.limit)));
+        let statement = format!(
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations {filter} ORDER BY id {order} LIMIT ?"
+        );
+        self.read(move |connection| {
+            let mut page =
+                collect(connection, &statement, params_from_iter(values), conversation_from_row)?;
+            if nearest_before {
+                page.reverse();
+            }
+            Ok(page)
+        })
+        .await
+    }
+
+    async fn commit(&self, commit: &Commit) -> Result<CommitOutcome> {
+        let commit = commit.clone();
+        self.write(move |tx| apply_commit(tx, &commit)).await
+    }
+
+    async fn list_events(
+        &self,
+        conversation_id: &str,
+        after_offset: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<RuntimeEvent>> {
+        let conversation_id = conversation_id.to_owned();
+        let after = after_offset.map_or(-1, offset_bound);
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {EVENT_COLUMNS} FROM runtime_events \
+                 WHERE conversation_id = ?1 AND offset > ?2 ORDER BY offset LIMIT ?3"
+            );
+            collect(connection, &query, params![conversation_id, after, limit], event_from_row)
+        })
+        .await
+    }
+
+    async fn events_between(
+        &self,
+        conversation_id: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<RuntimeEvent>> {
+        let conversation_id = conversation_id.to_owned();
+        let (from, to) = (offset_bound(from), offset_bound(to));
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {EVENT_COLUMNS} FROM runtime_events \
+                 WHERE conversation_id = ?1 AND offset >= ?2 AND offset < ?3 ORDER BY offset"
+            );
+            collect(connection, &query, params![conversation_id, from, to], event_from_row)
+        })
+        .await
+    }
+
+    async fn get_snapshot(&self, conversation_id: &str) -> Result<Option<Snapshot>> {
+        let conversation_id = conversation_id.to_owned();
+        self.read(move |connection| read_snapshot(connection, &conversation_id)).await
+    }
+
+    async fn open_prompts(&self, conversation_id: &str) -> Result<Vec<OpenPrompt>> {
+        let conversation_id = conversation_id.to_owned();
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {PROMPT_COLUMNS} FROM runtime_prompts \
+                 WHERE conversation_id = ?1 AND output IS NULL ORDER BY offset, prompt_id"
+            );
+            let records = collect(connection, &query, [conversation_id], prompt_from_row)?;
+            Ok(records.into_iter().map(|record| record.prompt).collect())
+        })
+        .await
+    }
+
+    async fn get_prompt(
+        &self,
+        conversation_id: &str,
+        prompt_id: &str,
+    ) -> Result<Option<PromptRecord>> {
+        let (conversation_id, prompt_id) = (conversation_id.to_owned(), prompt_id.to_owned());
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {PROMPT_COLUMNS} FROM runtime_prompts \
+                 WHERE conversation_id = ?1 AND prompt_id = ?2"
+            );
+            let mut found =
+                collect(connection, &query, [conversation_id, prompt_id], prompt_from_row)?;
+            Ok(found.pop())
+        })
+        .await
+    }
+
+    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>> {
+        let key = key.to_owned();
+        self.read(move |connection| read_idempotency(connection, &key)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_store::conformance::sample_conversation;
+    use cairn_store::{Commit, CommitOutcome, ConversationStore, NewEvent, NewPrompt};
+    use cairn_types::{Lifecycle, Snapshot, Timestamp};
+
+    use crate::SqliteStore;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_store_passes_the_conversation_conformance_suite() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut n = 0;
+        cairn_store::conformance::run_conversations(|| {
+            n += 1;
+            let path = directory.path().join(format!("conversations-{n}.db"));
+            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn ConversationStore> }
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn conversations_survive_reopening_the_file() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        let conversation = sample_conversation("agent-a", 1_000);
+        let event = |kind: &str| NewEvent { kind: kind.to_owned(), data: serde_json::json!({}) };
+        let commit = Commit {
+            lifecycle: Some(Lifecycle::Handoff),
+            open_prompts: vec![NewPrompt {
+                prompt_id: "prm_kept".to_owned(),
+                widget_kind: "choice".to_owned(),
+                input: serde_json::json!({"options": ["a"]}),
+                event_index: 1,
+            }],
+            idempotency_key: Some("request-kept".to_owned()),
+            ..Commit::events(
+                &conversation.id,
+                vec![event("a"), event("prompt.opened")],
+                Timestamp::from_millis(2_000),
+            )
+        };
+        let (events, snapshot, prompts, record, stored) = {
+            let store = SqliteStore::open(&path).unwrap();
+            let snapshot = Snapshot::empty(&conversation);
+            store.create_conversation(&conversation, &snapshot, &[event("created")]).await.unwrap();
+            assert!(matches!(
+                store.commit(&commit).await.unwrap(),
+                CommitOutcome::Committed { .. }
+            ));
+            (
+                store.list_events(&conversation.id, None, 100).await.unwrap(),
+                store.get_snapshot(&conversation.id).await.unwrap(),
+                store.open_prompts(&conversation.id).await.unwrap(),
+                store.find_idempotency("request-kept").await.unwrap(),
+                store.get_conversation(&conversation.id).await.unwrap(),
+            )
+        };
+        let reopened = SqliteStore::open(&path).unwrap();
+        assert_eq!(reopened.get_conversation(&conversation.id).await.unwrap(), stored);
+        assert_eq!(reopened.list_events(&conversation.id, None, 100).await.unwrap(), events);
+        assert_eq!(events.len(), 3);
+        assert_eq!(reopened.get_snapshot(&conversation.id).await.unwrap(), snapshot);
+        assert_eq!(reopened.open_prompts(&conversation.id).await.unwrap(), prompts);
+        assert_eq!(prompts.len(), 1);
+        assert_eq!(reopened.find_idempotency("request-kept").await.unwrap(), record);
+        assert!(matches!(reopened.commit(&commit).await.unwrap(), CommitOutcome::Duplicate(_)));
+
+        let next =
+            Commit::events(&conversation.id, vec![event("b")], Timestamp::from_millis(3_000));
+        let CommitOutcome::Committed { events, .. } = reopened.commit(&next).await.unwrap() else {
+            panic!("the commit applies after reopening");
+        };
+        assert_eq!(events[0].offset, 3, "offsets go on where they stopped");
+    }
+}
