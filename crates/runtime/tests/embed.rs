@@ -1,0 +1,152 @@
+//! The handler embeds: the example application serves its own routes and the runtime's
+//! side by side over real HTTP, with its own `authorize` rule. Also: a runtime of one's
+//! own that implements only the required capabilities answers 501 for the rest.
+
+#[path = "../examples/embed.rs"]
+mod example;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cairn_runtime::{
+    CreateConversationInput, HandlerOptions, Runtime, RuntimeError, SendMessageResult,
+    UserMessageInput,
+};
+use cairn_types::{Conversation, Lifecycle, RuntimeEvent, Timestamp};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+struct Reply {
+    status: u16,
+    text: String,
+    json: Value,
+}
+
+async fn call(base: &str, method: &str, path: &str, user: Option<&str>, body: Value) -> Reply {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("content-type", "application/json");
+    if let Some(user) = user {
+        request = request.header("x-app-user", user);
+    }
+    let body = if body.is_null() { Bytes::new() } else { Bytes::from(body.to_string()) };
+    let response = client.request(request.body(Full::new(body)).unwrap()).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    Reply { status, json: serde_json::from_str(&text).unwrap_or(Value::Null), text }
+}
+
+async fn start(handler: cairn_runtime::RuntimeHandler) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(example::serve(listener, handler));
+    base
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_serves_beside_the_applications_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = start(example::chat_handler(&dir.path().join("chat.db"))).await;
+
+    let own = call(&base, "GET", "/", None, Value::Null).await;
+    assert_eq!((own.status, own.text.as_str()), (200, "my application"));
+
+    let created = call(&base, "POST", "/chat/conversations", Some("ada"), json!({})).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let id = created.json["conversation"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/chat/conversations/{id}/messages");
+    let sent = call(&base, "POST", &path, Some("ada"), json!({"message": "hello"})).await;
+    assert_eq!(sent.status, 200, "{}", sent.text);
+    assert!(!sent.json["text"].as_str().unwrap().is_empty());
+    let path = format!("/chat/conversations/{id}/events");
+    let events = call(&base, "GET", &path, Some("ada"), Value::Null).await;
+    let offsets: Vec<u64> = events.json["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["offset"].as_u64().unwrap())
+        .collect();
+    assert!(offsets.len() >= 3, "{}", events.text);
+    assert_eq!(offsets, (0..offsets.len() as u64).collect::<Vec<_>>());
+
+    // The authorize hook: no user is denied (401 in the envelope), a banned one gets the
+    // application's own response.
+    let denied = call(&base, "POST", "/chat/conversations", None, json!({})).await;
+    assert_eq!(denied.status, 401);
+    assert_eq!(denied.json["error"]["code"], "UNAUTHORIZED");
+    let custom = call(&base, "POST", "/chat/conversations", Some("banned"), json!({})).await;
+    assert_eq!((custom.status, custom.text.as_str()), (403, "this account is suspended"));
+
+    // Outside the base path the runtime is not asked at all.
+    let other = call(&base, "GET", "/chatter", Some("ada"), Value::Null).await;
+    assert_eq!((other.status, other.text.as_str()), (404, "not here"));
+}
+
+/// A runtime with only the three required capabilities.
+struct Minimal;
+
+#[async_trait::async_trait]
+impl Runtime for Minimal {
+    async fn create_conversation(
+        &self,
+        input: CreateConversationInput,
+    ) -> Result<Conversation, RuntimeError> {
+        let now = Timestamp::now();
+        Ok(Conversation {
+            id: input.id.unwrap_or_else(|| "c1".into()),
+            agent_id: input.agent_id.unwrap_or_else(|| "echo".into()),
+            channel: None,
+            context: Value::Null,
+            lifecycle: Lifecycle::Active,
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    async fn handle_user_message(
+        &self,
+        input: UserMessageInput,
+    ) -> Result<SendMessageResult, RuntimeError> {
+        Ok(SendMessageResult { text: input.text, events: Vec::new(), active_journey_id: None })
+    }
+
+    async fn list_events(
+        &self,
+        conversation_id: &str,
+        _after: Option<u64>,
+    ) -> Result<Vec<RuntimeEvent>, RuntimeError> {
+        Err(RuntimeError::ConversationNotFound(conversation_id.to_owned()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optional_capabilities_a_runtime_lacks_answer_501() {
+    let handler = HandlerOptions::new(Arc::new(Minimal)).base_path("/chat").build().unwrap();
+    let base = start(handler).await;
+    let path = "/chat/conversations/c1/messages";
+    let echoed = call(&base, "POST", path, None, json!({"message": "hi"})).await;
+    assert_eq!((echoed.status, echoed.json["text"].as_str()), (200, Some("hi")));
+    for (method, path) in [
+        ("GET", "/chat/conversations"),
+        ("POST", "/chat/conversations/c1/close"),
+        ("GET", "/chat/conversations/c1/snapshot"),
+        ("POST", "/chat/channel-events"),
+    ] {
+        let body = if path.ends_with("channel-events") {
+            json!({"channel": "web", "text": "hi"})
+        } else {
+            Value::Null
+        };
+        let reply = call(&base, method, path, None, body).await;
+        assert_eq!(reply.status, 501, "{method} {path}: {}", reply.text);
+        assert_eq!(reply.json["error"]["code"], "CAPABILITY_NOT_SUPPORTED");
+    }
+    let missing = call(&base, "GET", "/chat/conversations/nope/events", None, Value::Null).await;
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.json["error"]["code"], "CONVERSATION_NOT_FOUND");
+}
