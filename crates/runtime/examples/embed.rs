@@ -57,7 +57,10 @@ pub fn chat_handler(database: &std::path::Path) -> RuntimeHandler {
 }
 
 /// The application's router: its own page, and the runtime under `/chat`.
-async fn route(request: Request<hyper::body::Incoming>, chat: RuntimeHandler) -> Response<ResponseBody> {
+async fn route(
+    request: Request<hyper::body::Incoming>,
+    chat: RuntimeHandler,
+) -> Response<ResponseBody> {
     let path = request.uri().path();
     if path == "/chat" || path.starts_with("/chat/") {
         return chat.handle(request).await;
