@@ -9,5 +9,6 @@ mod guards;
 mod memories;
 mod retrieval;
 mod retrieval_semantic;
+mod runtime;
 mod system;
 mod util;

@@ -228,3 +228,154 @@ impl Reply {
         self.body["error"]["message"].as_str().expect("error message")
     }
 }
+
+/// A response read as Server-Sent Events, message by message, as the frames arrive.
+pub struct EventStream {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    body: hyper::body::Incoming,
+    buffer: Vec<u8>,
+    what: String,
+}
+
+/// One Server-Sent Events message (comments dropped; `data` lines joined with `\n`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SseMessage {
+    pub event: Option<String>,
+    pub id: Option<String>,
+    pub data: Option<String>,
+}
+
+impl SseMessage {
+    /// The data parsed as JSON.
+    pub fn json(&self) -> Value {
+        let data = self.data.as_deref().unwrap_or_default();
+        serde_json::from_str(data).unwrap_or_else(|error| panic!("not JSON ({error}): {data:?}"))
+    }
+}
+
+/// How long a stream may stay silent before a read gives up: generous, for slow machines.
+const STREAM_PATIENCE: Duration = Duration::from_secs(30);
+
+impl Daemon {
+    /// Sends a request with `Accept: text/event-stream` and returns as soon as the response
+    /// head arrives; the body is read with [`EventStream::next`].
+    pub async fn stream(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body<'_>,
+        headers: &[(&str, &str)],
+    ) -> EventStream {
+        let bytes = match body {
+            Body::None => Bytes::new(),
+            Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
+            Body::Raw(raw) => Bytes::copy_from_slice(raw),
+        };
+        let mut request = hyper::Request::builder()
+            .method(method.clone())
+            .uri(format!("{}{path}", self.base_url))
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(bytes)).unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+            .await
+            .unwrap_or_else(|_| panic!("{method} {path} timed out"))
+            .unwrap_or_else(|error| panic!("{method} {path} failed: {error}"));
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        EventStream {
+            status,
+            headers,
+            body: response.into_body(),
+            buffer: Vec::new(),
+            what: format!("{method} {path}"),
+        }
+    }
+}
+
+impl EventStream {
+    pub fn content_type(&self) -> &str {
+        self.headers.get("content-type").and_then(|value| value.to_str().ok()).unwrap_or_default()
+    }
+
+    /// The next message that carries data or an event name (comments, heartbeats and
+    /// `retry:`-only messages are skipped); `None` when the stream ends. Panics when nothing
+    /// arrives for 30 seconds.
+    pub async fn next(&mut self) -> Option<SseMessage> {
+        loop {
+            while let Some(message) = self.take_message() {
+                if message.data.is_some() || message.event.is_some() {
+                    return Some(message);
+                }
+            }
+            let frame =
+                tokio::time::timeout(STREAM_PATIENCE, self.body.frame()).await.unwrap_or_else(
+                    |_| panic!("{}: nothing arrived for {STREAM_PATIENCE:?}", self.what),
+                );
+            match frame {
+                None => {
+                    assert!(
+                        self.buffer.iter().all(u8::is_ascii_whitespace),
+                        "{}: the stream ended inside a message: {:?}",
+                        self.what,
+                        String::from_utf8_lossy(&self.buffer)
+                    );
+                    return None;
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend(data.iter().filter(|byte| **byte != b'\r'));
+                    }
+                }
+                Some(Err(error)) => panic!("{}: reading the stream failed: {error}", self.what),
+            }
+        }
+    }
+
+    /// Reads the rest of the body as text.
+    pub async fn text(mut self) -> String {
+        let rest = tokio::time::timeout(STREAM_PATIENCE, self.body.collect())
+            .await
+            .unwrap_or_else(|_| panic!("{}: the body did not end", self.what))
+            .unwrap()
+            .to_bytes();
+        self.buffer.extend_from_slice(&rest);
+        String::from_utf8_lossy(&self.buffer).into_owned()
+    }
+
+    /// Reads the whole body as JSON: for answers that are not streams, such as errors.
+    pub async fn json(self) -> Value {
+        let what = self.what.clone();
+        let text = self.text().await;
+        serde_json::from_str(&text)
+            .unwrap_or_else(|error| panic!("{what}: not JSON ({error}): {text}"))
+    }
+
+    /// Cuts the first complete message (up to a blank line) off the buffer.
+    fn take_message(&mut self) -> Option<SseMessage> {
+        let end = self.buffer.windows(2).position(|pair| pair == b"\n\n")?;
+        let raw: Vec<u8> = self.buffer.drain(..end + 2).collect();
+        let text = String::from_utf8(raw).expect("event streams are UTF-8");
+        let mut message = SseMessage::default();
+        for line in text.lines().filter(|line| !line.is_empty() && !line.starts_with(':')) {
+            let (field, value) = line.split_once(':').unwrap_or((line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
+            match field {
+                "event" => message.event = Some(value),
+                "id" => message.id = Some(value),
+                "data" => {
+                    message.data = Some(match message.data.take() {
+                        Some(data) => format!("{data}\n{value}"),
+                        None => value,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Some(message)
+    }
+}

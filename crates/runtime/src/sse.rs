@@ -160,34 +160,16 @@ pub(crate) async fn stream_reply(
     let mut turn = tokio::spawn(async move { runtime.handle_user_message(input).await });
     let first = tokio::select! {
         delta = delta_receiver.recv() => delta,
-        result = &mut turn => {
-            let result = joined(result);
-            // Everything happened before any delta: say it in one go.
-            let (sender, receiver) = mpsc::channel::<Bytes>(4);
-            let frame = match result {
-                Ok(result) => {
-                    let mut frames = Vec::new();
-                    while let Ok(delta) = delta_receiver.try_recv() {
-                        frames.push(named_frame("delta", &serde_json::json!({ "text": delta })));
-                    }
-                    frames.push(named_frame("result", &result));
-                    frames
-                }
-                Err(error) => return Err(errors.map(error)),
-            };
-            tokio::spawn(async move {
-                for chunk in frame {
-                    if sender.send(chunk).await.is_err() {
-                        return;
-                    }
-                }
-            });
-            return Ok(sse_response(receiver));
-        }
+        result = &mut turn => return whole_reply(joined(result), delta_receiver, errors),
+    };
+    // No delta and the sender gone: the turn ended without writing; answer as a whole, so
+    // an error keeps its status.
+    let Some(first) = first else {
+        return whole_reply(joined(turn.await), delta_receiver, errors);
     };
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let mut delta = first;
+        let mut delta = Some(first);
         while let Some(text) = delta {
             // A client that left still lets the turn finish; it is just not told.
             let _ = sender.send(named_frame("delta", &serde_json::json!({ "text": text }))).await;
@@ -202,6 +184,26 @@ pub(crate) async fn stream_reply(
         };
         let _ = sender.send(frame).await;
     });
+    Ok(sse_response(receiver))
+}
+
+/// The reply when the turn ended before the stream started: an error is a plain JSON
+/// error; a result is its deltas and the result in one stream.
+fn whole_reply(
+    result: Result<crate::runtime::SendMessageResult, RuntimeError>,
+    mut deltas: mpsc::UnboundedReceiver<String>,
+    errors: ErrorMapper,
+) -> Result<Response<ResponseBody>, ApiError> {
+    let result = result.map_err(|error| errors.map(error))?;
+    let mut frames = Vec::new();
+    while let Ok(delta) = deltas.try_recv() {
+        frames.push(named_frame("delta", &serde_json::json!({ "text": delta })));
+    }
+    frames.push(named_frame("result", &result));
+    let (sender, receiver) = mpsc::channel::<Bytes>(frames.len());
+    for frame in frames {
+        sender.try_send(frame).expect("the channel holds every frame");
+    }
     Ok(sse_response(receiver))
 }
 

@@ -30,6 +30,8 @@ use crate::support::shorten;
 const EVENT_PAGE: u32 = 10_000;
 const DEFAULT_LIST_LIMIT: u32 = 50;
 const MAX_LIST_LIMIT: u32 = 200;
+/// Past this many conversations with notification senders, unused ones are dropped.
+const PRUNE_SUBSCRIPTIONS_AT: usize = 1024;
 /// How many earlier messages the language model sees.
 const HISTORY_MESSAGES: usize = 20;
 
@@ -241,7 +243,10 @@ impl DefaultRuntime {
             commit.idempotency_key = idempotency_key;
             return self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await;
         }
-        let history = self.history(&conversation.id).await?;
+        let mut history = self.history(&conversation.id).await?;
+        if self.chat.is_some() {
+            history.push(ChatMessage::user(text));
+        }
         let agent = self.agent(conversation);
         let out = self
             .run_turn(&conversation.id, agent, snapshot, Input::Message(text), history, deltas)
@@ -491,6 +496,11 @@ impl Runtime for DefaultRuntime {
 
     fn subscribe(&self, conversation_id: &str) -> Option<watch::Receiver<u64>> {
         let mut appended = self.appended.lock().expect("notification table poisoned");
+        if appended.len() >= PRUNE_SUBSCRIPTIONS_AT {
+            // Streams that ended (or asked about conversations that do not exist) leave
+            // senders nobody listens to.
+            appended.retain(|_, sender| sender.receiver_count() > 0);
+        }
         let sender =
             appended.entry(conversation_id.to_owned()).or_insert_with(|| watch::channel(0).0);
         Some(sender.subscribe())
@@ -537,6 +547,13 @@ impl Runtime for DefaultRuntime {
     async fn handle_channel_event(&self, input: ChannelEventInput) -> Result<ChannelEventResult> {
         let nature = input.validate().map_err(RuntimeError::Invalid)?;
         let key = input.idempotency_key();
+        // Redeliveries of one event wait for each other, so that concurrent copies of a
+        // first event create one conversation, not one each. (`/` is not allowed in
+        // conversation ids, so these locks never meet a conversation's.)
+        let _delivery = match &key {
+            Some(key) => Some(self.lock(&format!("delivery/{key}")).await),
+            None => None,
+        };
         if let Some(key) = &key
             && self.store.find_idempotency(key).await.map_err(RuntimeError::internal)?.is_some()
         {
@@ -743,6 +760,15 @@ impl Runtime for DefaultRuntime {
         }
         if let Some(app) = &input.app {
             data["app"] = app.clone();
+        }
+        if input.routing == crate::journey::Routing::Targeted
+            && let Some(journey_id) = &target.journey_id
+            && self.agent(&conversation).is_none_or(|agent| agent.journey(journey_id).is_none())
+        {
+            return Err(RuntimeError::Invalid(format!(
+                "target.journeyId: agent `{}` has no journey `{journey_id}`",
+                conversation.agent_id
+            )));
         }
         let trigger = Trigger::Event {
             name: &input.event,
