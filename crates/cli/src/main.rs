@@ -20,8 +20,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs the daemon: the memory HTTP API.
-    Serve(serve::ServeArgs),
+    /// Runs the daemon: the memory HTTP API and the conversation runtime.
+    Serve(Box<serve::ServeArgs>),
     /// Creates, lists and revokes API keys (works while the daemon runs).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
@@ -74,7 +74,7 @@ fn main() -> anyhow::Result<()> {
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command {
-        Command::Serve(args) => runtime.block_on(serve::run(args)),
+        Command::Serve(args) => runtime.block_on(serve::run(*args)),
         Command::Keys(command) => runtime.block_on(keys::run(command)),
         Command::Connectors(command) => runtime.block_on(connectors::run(command)),
         Command::Model(command) => runtime.block_on(model::run(command)),
