@@ -1755,3 +1755,54 @@ async fn the_chat_model_sees_the_users_message_and_only_visible_intermediate_mes
         "the model is asked about the user's message: {second:#?}"
     );
 }
+
+#[tokio::test]
+async fn channel_messages_stream_their_reply_when_asked() {
+    let daemon = Daemon::start();
+    let body = json!({"channel": "web", "text": "hello", "idempotencyKey": "stream-1"});
+    let mut stream =
+        daemon.stream(Method::POST, "/api/runtime/channel-events", Body::Json(body), &[]).await;
+    assert_eq!(stream.status, 200);
+    assert!(stream.content_type().starts_with("text/event-stream"), "{:?}", stream.headers);
+    let mut deltas = String::new();
+    let result = loop {
+        let message = stream.next().await.expect("a result before the end");
+        match message.event.as_deref() {
+            Some("delta") => deltas.push_str(message.json()["text"].as_str().unwrap()),
+            Some("result") => break message.json(),
+            other => panic!("unexpected message {other:?}: {message:?}"),
+        }
+    };
+    assert!(!deltas.is_empty());
+    assert_eq!(result["text"], deltas.as_str());
+    assert_eq!(result["created"], true);
+    assert_eq!(result["duplicate"], false);
+    // A bad channel event is still a plain 422 before any streaming.
+    let bad = json!({"text": "no channel"});
+    let reply = daemon
+        .request_with(
+            Method::POST,
+            "/api/runtime/channel-events",
+            Body::Json(bad),
+            &[("accept", "text/event-stream")],
+        )
+        .await;
+    reply.assert_error(422, "VALIDATION_ERROR");
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_event_streams_cleanly() {
+    let daemon = Daemon::start();
+    let id = create_id(&daemon).await;
+    let mut stream = daemon
+        .stream(Method::GET, &conversation_path(&id, "/events/stream"), Body::None, &[])
+        .await;
+    assert_eq!(stream.status, 200);
+    let created = stream.next().await.expect("the first event");
+    assert_eq!(created.id.as_deref(), Some("0"));
+    let stopping = tokio::task::spawn_blocking(move || daemon.terminate());
+    // The stream ends (rather than hanging until the shutdown deadline or being reset).
+    assert!(stream.next().await.is_none(), "the stream ends when the daemon shuts down");
+    let status = stopping.await.unwrap();
+    assert!(status.success(), "the daemon exits cleanly: {status:?}");
+}

@@ -371,7 +371,14 @@ impl RuntimeHandler {
                 if input.agent_id.is_none() {
                     input.agent_id = inner.agent_id.clone();
                 }
-                let result = runtime.handle_channel_event(input).await.map_err(fail)?;
+                if accepts_event_stream(parts) {
+                    let runtime = runtime.clone();
+                    let turn = move |deltas| async move {
+                        runtime.handle_channel_event(input, Some(deltas)).await
+                    };
+                    return sse::stream_turn(turn, self.error_mapper()).await;
+                }
+                let result = runtime.handle_channel_event(input, None).await.map_err(fail)?;
                 let status = if result.created { StatusCode::CREATED } else { StatusCode::OK };
                 Ok(ok(status, &result))
             }
@@ -405,7 +412,12 @@ impl RuntimeHandler {
                     deltas: None,
                 };
                 if accepts_event_stream(parts) {
-                    return sse::stream_reply(runtime.clone(), input, self.error_mapper()).await;
+                    let runtime = runtime.clone();
+                    let turn = move |deltas| async move {
+                        let input = UserMessageInput { deltas: Some(deltas), ..input };
+                        runtime.handle_user_message(input).await
+                    };
+                    return sse::stream_turn(turn, self.error_mapper()).await;
                 }
                 Ok(okay(&runtime.handle_user_message(input).await.map_err(fail)?))
             }

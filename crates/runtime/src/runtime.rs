@@ -72,7 +72,13 @@ pub trait Runtime: Send + Sync + 'static {
         Err(RuntimeError::NotSupported("listConversations"))
     }
 
-    async fn handle_channel_event(&self, _input: ChannelEventInput) -> Result<ChannelEventResult> {
+    /// Applies a channel event; `deltas` receives the reply's text as it is written when
+    /// the caller streams.
+    async fn handle_channel_event(
+        &self,
+        _input: ChannelEventInput,
+        _deltas: Option<TextDeltas>,
+    ) -> Result<ChannelEventResult> {
         Err(RuntimeError::NotSupported("handleChannelEvent"))
     }
 

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::handler::ErrorMapper;
-use crate::runtime::{Runtime, RuntimeError, UserMessageInput};
+use crate::runtime::{Runtime, RuntimeError, TextDeltas};
 
 /// How an event stream waits.
 #[derive(Debug, Clone, Copy)]
@@ -146,18 +146,21 @@ async fn wait_for_append(appended: &mut Option<watch::Receiver<u64>>) {
     }
 }
 
-/// `sendMessage` with `Accept: text/event-stream`: `event: delta` frames carry
-/// `{"text": …}` as the reply is written, then `event: result` carries the send-message
-/// result (or `event: error` an error envelope). Errors found before the first delta are
-/// answered as ordinary JSON errors with their status.
-pub(crate) async fn stream_reply(
-    runtime: Arc<dyn Runtime>,
-    mut input: UserMessageInput,
+/// A turn streamed to a caller that asked for `text/event-stream` (sendMessage, channel
+/// events): `event: delta` frames carry `{"text": …}` as the reply is written, then
+/// `event: result` carries the operation's result (or `event: error` an error envelope).
+/// Errors found before the first delta are answered as ordinary JSON errors with their
+/// status.
+pub(crate) async fn stream_turn<F, T>(
+    turn: impl FnOnce(TextDeltas) -> F,
     errors: ErrorMapper,
-) -> Result<Response<ResponseBody>, ApiError> {
+) -> Result<Response<ResponseBody>, ApiError>
+where
+    F: Future<Output = Result<T, RuntimeError>> + Send + 'static,
+    T: serde::Serialize + Send + 'static,
+{
     let (deltas, mut delta_receiver) = mpsc::unbounded_channel::<String>();
-    input.deltas = Some(deltas);
-    let mut turn = tokio::spawn(async move { runtime.handle_user_message(input).await });
+    let mut turn = tokio::spawn(turn(deltas));
     let first = tokio::select! {
         delta = delta_receiver.recv() => delta,
         result = &mut turn => return whole_reply(joined(result), delta_receiver, errors),
@@ -189,8 +192,8 @@ pub(crate) async fn stream_reply(
 
 /// The reply when the turn ended before the stream started: an error is a plain JSON
 /// error; a result is its deltas and the result in one stream.
-fn whole_reply(
-    result: Result<crate::runtime::SendMessageResult, RuntimeError>,
+fn whole_reply<T: serde::Serialize>(
+    result: Result<T, RuntimeError>,
     mut deltas: mpsc::UnboundedReceiver<String>,
     errors: ErrorMapper,
 ) -> Result<Response<ResponseBody>, ApiError> {

@@ -544,7 +544,11 @@ impl Runtime for DefaultRuntime {
         Ok(ConversationList { conversations, next_cursor, prev_cursor })
     }
 
-    async fn handle_channel_event(&self, input: ChannelEventInput) -> Result<ChannelEventResult> {
+    async fn handle_channel_event(
+        &self,
+        input: ChannelEventInput,
+        deltas: Option<TextDeltas>,
+    ) -> Result<ChannelEventResult> {
         let nature = input.validate().map_err(RuntimeError::Invalid)?;
         let key = input.idempotency_key();
         // Redeliveries of one event wait for each other, so that concurrent copies of a
@@ -622,7 +626,8 @@ impl Runtime for DefaultRuntime {
                 data["role"] = json!("user");
                 data["text"] = json!(text);
                 data["intermediate"] = json!(false);
-                self.user_turn(&conversation, &snapshot, &text, data, None, key.clone()).await?
+                let deltas = deltas.as_ref();
+                self.user_turn(&conversation, &snapshot, &text, data, deltas, key.clone()).await?
             }
             ChannelEventNature::Handoff => {
                 if conversation.lifecycle == Lifecycle::Closed {
