@@ -2,15 +2,17 @@
 //!
 //! Run it with `cargo xtask bench` (a release build). It seeds a real SQLite store with a
 //! synthetic corpus of agent memories, times ingest, context packs and search in process,
-//! then starts the release `cairn` daemon on the largest corpus and times it over HTTP. The
-//! report says, for every figure, whether it is within budget; the exit status is 0 either
-//! way, since this is a report, not a test.
+//! then starts the release `cairn` daemon on the largest corpus and times it over HTTP,
+//! including how soon its event streams (SSE) deliver a conversation's events. It also times
+//! the conversation runtime's appends in process. The report says, for every figure, whether
+//! it is within budget; the exit status is 0 either way, since this is a report, not a test.
 
 mod corpus;
 mod daemon;
 mod eval;
 mod http;
 mod inproc;
+mod runtime;
 mod stats;
 
 use std::net::SocketAddr;
@@ -36,12 +38,13 @@ USAGE:
     cargo run --release -p cairn-bench -- [OPTIONS]
 
 OPTIONS:
-    --quick              only 10,000 memories (same as --sizes 10000)
+    --quick              only 10,000 memories (as --sizes 10000), 100 event streams and
+                         fewer runtime appends
     --sizes N[,N...]     corpus sizes to measure [default: 10000,100000]; the daemon runs
                          on the largest
     --calls N            measured context and search calls per size [default: 1000]
     --seed N             seed of the synthetic corpus [default: 42]
-    --no-daemon          skip the daemon figures (start, RSS, HTTP throughput)
+    --no-daemon          skip the daemon figures (start, RSS, HTTP throughput, SSE delivery)
     --rebuild-daemon     run `cargo build -p cairn-cli` first, even when the binary exists
     --keep               keep the data directory of the largest size (cairn.db) and print it
     --sample N           print N synthetic memories, tasks and queries, and exit
@@ -59,6 +62,8 @@ mod budget {
     pub const DAEMON_RSS_BYTES: u64 = 100 * 1024 * 1024;
     pub const START_TO_HEALTHY: Duration = Duration::from_millis(200);
     pub const HEALTH_VS_BARE: f64 = 0.80;
+    /// SSE delivery (append → client receives) p99.
+    pub const SSE_DELIVERY_P99: Duration = Duration::from_millis(5);
 }
 
 const WARM_UP_CALLS: usize = 50;
@@ -66,10 +71,15 @@ const HTTP_CONTEXT_REQUESTS: usize = 200;
 const THROUGHPUT_CONNECTIONS: usize = 16;
 const THROUGHPUT_DURATION: Duration = Duration::from_secs(3);
 const BREAKDOWN_CALLS: usize = 200;
+/// Event streams open at once for the SSE delivery figures (`--quick`: the first only).
+const SSE_STREAMS: [usize; 2] = [100, 1_000];
+const SSE_WARM_UP: usize = 20;
+const SSE_SAMPLES: usize = 300;
 
 #[derive(Debug)]
 struct Options {
     sizes: Vec<usize>,
+    quick: bool,
     calls: usize,
     seed: u64,
     daemon: bool,
@@ -81,6 +91,7 @@ struct Options {
 fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Options>> {
     let mut options = Options {
         sizes: vec![10_000, 100_000],
+        quick: false,
         calls: 1_000,
         seed: 42,
         daemon: true,
@@ -104,7 +115,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
         };
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
-            "--quick" => options.sizes = vec![10_000],
+            "--quick" => {
+                options.sizes = vec![10_000];
+                options.quick = true;
+            }
             "--sizes" => {
                 options.sizes = value("--sizes")?
                     .split(',')
@@ -347,6 +361,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
 
     let largest = *options.sizes.last().expect("at least one size");
+    let mut sse = None;
     for &size in &options.sizes {
         let n = count(size as f64);
         let dir = tempfile::Builder::new().prefix("cairn-bench-").tempdir()?;
@@ -454,21 +469,77 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
 
         if size == largest && options.daemon {
             eprintln!("[{n}] daemon…");
-            daemon_figures(options, &mut report, &corpus, &mut rng, dir.path(), &n).await?;
+            sse = Some(
+                daemon_figures(options, &mut report, &corpus, &mut rng, dir.path(), &n).await?,
+            );
         }
         if size == largest && options.keep {
             report.note(format!("kept the data directory {}", dir.keep().display()));
         }
     }
     local_model_figures(&mut report, &corpus, &mut Rng::new(options.seed)).await?;
-    report.rows.push(Row {
-        figure: "SSE delivery p99".into(),
-        measured: "not measured".into(),
-        budget: "≤ 5 ms".into(),
-        verdict: Verdict::Info,
-    });
-    report.notes.push("SSE delivery is not measured: the daemon has no SSE endpoint yet.".into());
+    runtime_figures(options, &mut report, sse).await?;
     Ok(report)
+}
+
+/// The conversation runtime: appends per second in process, and the SSE delivery measured
+/// on the daemon (`None` without the daemon).
+async fn runtime_figures(
+    options: &Options,
+    report: &mut Report,
+    sse: Option<anyhow::Result<Vec<runtime::Delivery>>>,
+) -> anyhow::Result<()> {
+    eprintln!("runtime appends…");
+    let plan = if options.quick {
+        runtime::AppendPlan { warm_up: 50, one: 500, conversations: 100, tasks: 16, many: 1_000 }
+    } else {
+        runtime::AppendPlan { warm_up: 100, one: 2_000, conversations: 100, tasks: 16, many: 5_000 }
+    };
+    let appends = runtime::appends(&plan).await?;
+    report.info(
+        format!("runtime appends, 1 conversation, sequential ({})", count(plan.one as f64)),
+        format!("{}/s", count(appends.one)),
+    );
+    report.info(
+        format!(
+            "runtime appends, {} conversations, {} tasks ({})",
+            plan.conversations,
+            plan.tasks,
+            count(plan.many as f64)
+        ),
+        format!("{}/s", count(appends.many)),
+    );
+    match sse {
+        Some(Ok(deliveries)) => {
+            for delivery in deliveries {
+                let streams = count(delivery.streams as f64);
+                let lat = &delivery.latencies;
+                report.check(
+                    format!("SSE delivery (append request → receipt) p99, {streams} streams"),
+                    duration(lat.p99()),
+                    format!("≤ {}", duration(budget::SSE_DELIVERY_P99)),
+                    lat.p99() <= budget::SSE_DELIVERY_P99,
+                );
+                report.info(
+                    format!("  SSE delivery (append request → receipt) p50, {streams} streams"),
+                    duration(lat.p50()),
+                );
+                if let Some(rss) = delivery.rss {
+                    report
+                        .info(format!("  daemon RSS with {streams} open streams"), megabytes(rss));
+                }
+            }
+            report.notes.push(format!(
+                "SSE delivery: {SSE_SAMPLES} appends (`POST …/intermediate-messages`, one at a \
+                 time, each to the next conversation) while one event stream per conversation is \
+                 open, each on its own connection; measured from sending the append to the \
+                 stream's client reading the event, so it includes the append's own handling."
+            ));
+        }
+        Some(Err(error)) => report.note(format!("SSE delivery was not measured: {error:#}")),
+        None => report.note("SSE delivery needs the daemon; --no-daemon leaves it out".into()),
+    }
+    Ok(())
 }
 
 async fn daemon_figures(
@@ -478,7 +549,7 @@ async fn daemon_figures(
     rng: &mut Rng,
     data_dir: &std::path::Path,
     n: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<anyhow::Result<Vec<runtime::Delivery>>> {
     let (binary, stale) = daemon::binary(options.rebuild_daemon)?;
     if let Some(stale) = stale {
         report.note(stale);
@@ -553,8 +624,14 @@ async fn daemon_figures(
         "  daemon RSS at the end / peak".into(),
         format!("{} / {}", megabytes(rss_end), megabytes(peak)),
     );
+
+    // Last, so the open streams weigh on none of the figures above. A failure here costs
+    // only these figures (the streams are closed either way).
+    let stream_counts = if options.quick { &SSE_STREAMS[..1] } else { &SSE_STREAMS[..] };
+    eprintln!("[{n}] SSE delivery, {stream_counts:?} streams…");
+    let sse = runtime::sse_delivery(&daemon, stream_counts, SSE_WARM_UP, SSE_SAMPLES).await;
     daemon.stop()?;
-    Ok(())
+    Ok(sse)
 }
 
 /// This process's resident memory in bytes, where `/proc` tells.
@@ -600,7 +677,9 @@ mod tests {
     fn arguments() {
         let options = parse(&[]).unwrap().unwrap();
         assert_eq!(options.sizes, [10_000, 100_000]);
-        assert_eq!(parse(&["--quick"]).unwrap().unwrap().sizes, [10_000]);
+        let quick = parse(&["--quick"]).unwrap().unwrap();
+        assert_eq!(quick.sizes, [10_000]);
+        assert!(quick.quick && !options.quick);
         let options =
             parse(&["--sizes", "100_000,5000", "--calls=10", "--no-daemon"]).unwrap().unwrap();
         assert_eq!(options.sizes, [5_000, 100_000]);
