@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use cairn_memory::Engine;
-use cairn_store::{Commit, CommitOutcome, ConversationQuery, ConversationStore, NewEvent};
+use cairn_store::{
+    Commit, CommitOutcome, ConversationQuery, ConversationStore, NewEvent, NewPrompt,
+};
 use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Timestamp, new_id};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
@@ -185,6 +187,31 @@ impl DefaultRuntime {
         }
     }
 
+    /// The commit of a step set off by `first` (a user message, a widget submission, a
+    /// journey event): `first`, then the step's events, with the prompts it opened and the
+    /// journey's new position.
+    fn step_commit(
+        &self,
+        conversation_id: &str,
+        first: NewEvent,
+        out: TurnOutput,
+        snapshot: &Snapshot,
+    ) -> Commit {
+        let snapshot = self.snapshot_after(snapshot, &out);
+        let mut events = vec![first];
+        events.extend(out.events);
+        let open_prompts = out
+            .prompts
+            .into_iter()
+            .map(|prompt| NewPrompt { event_index: prompt.event_index + 1, ..prompt })
+            .collect();
+        Commit {
+            snapshot: Some(snapshot),
+            open_prompts,
+            ..Commit::events(conversation_id, events, Timestamp::now())
+        }
+    }
+
     /// The conversation's messages as the language model should see them.
     async fn history(&self, conversation_id: &str) -> Result<Vec<ChatMessage>> {
         if self.chat.is_none() {
@@ -251,30 +278,16 @@ impl DefaultRuntime {
         let out = self
             .run_turn(&conversation.id, agent, snapshot, Input::Message(text), history, deltas)
             .await;
-        let new_snapshot = self.snapshot_after(snapshot, &out);
-        let mut events = vec![user_event];
-        events.extend(out.events);
-        let handoff = out.handoff;
+        let (text, active_journey_id, handoff) =
+            (out.text.clone(), out.journey.active_journey_id.clone(), out.handoff);
+        let mut commit = self.step_commit(&conversation.id, user_event, out, snapshot);
+        commit.idempotency_key = idempotency_key;
         if handoff {
             let data = json!({ "reason": "the user asked for a person", "from": "active" });
-            events.push(NewEvent { kind: "conversation.handoff".into(), data });
+            commit.events.push(NewEvent { kind: "conversation.handoff".into(), data });
+            commit.lifecycle = Some(Lifecycle::Handoff);
         }
-        let prompts = out
-            .prompts
-            .into_iter()
-            .map(|mut prompt| {
-                prompt.event_index += 1;
-                prompt
-            })
-            .collect();
-        let commit = Commit {
-            snapshot: Some(new_snapshot),
-            open_prompts: prompts,
-            idempotency_key,
-            lifecycle: handoff.then_some(Lifecycle::Handoff),
-            ..Commit::events(&conversation.id, events, Timestamp::now())
-        };
-        self.finish(commit, out.text, out.journey.active_journey_id).await
+        self.finish(commit, text, active_journey_id).await
     }
 
     async fn finish(
@@ -708,33 +721,8 @@ impl Runtime for DefaultRuntime {
         let widget = Input::Widget { kind: &input.widget_kind, output: &input.output };
         let agent = self.agent(&conversation);
         let out = self.run_turn(&conversation.id, agent, &snapshot, widget, Vec::new(), None).await;
-        let new_snapshot = self.snapshot_after(&snapshot, &out);
-        let reply = out.text.clone();
-        let mut events = vec![submitted];
-        events.extend(out.events);
-        if !reply.is_empty() {
-            events.push(NewEvent {
-                kind: "message".into(),
-                data: json!({
-                    "messageId": new_id(IdPrefix::Message), "role": "assistant",
-                    "text": reply, "intermediate": false,
-                }),
-            });
-        }
-        let prompts = out
-            .prompts
-            .into_iter()
-            .map(|mut prompt| {
-                prompt.event_index += 1;
-                prompt
-            })
-            .collect();
-        let commit = Commit {
-            snapshot: Some(new_snapshot),
-            open_prompts: prompts,
-            close_prompts: vec![(input.prompt_id, input.output)],
-            ..Commit::events(&conversation.id, events, Timestamp::now())
-        };
+        let mut commit = self.step_commit(&conversation.id, submitted, out, &snapshot);
+        commit.close_prompts = vec![(input.prompt_id, input.output)];
         let (_, events) = self.commit_step(commit).await?;
         let event = events.into_iter().next().expect("the submission is committed first");
         Ok(EventResult { event })
@@ -793,32 +781,8 @@ impl Runtime for DefaultRuntime {
                 None,
             )
             .await;
-        let new_snapshot = self.snapshot_after(&snapshot, &out);
-        let reply = out.text.clone();
-        let mut events = vec![NewEvent { kind: "journey.event".into(), data }];
-        events.extend(out.events);
-        if !reply.is_empty() {
-            events.push(NewEvent {
-                kind: "message".into(),
-                data: json!({
-                    "messageId": new_id(IdPrefix::Message), "role": "assistant",
-                    "text": reply, "intermediate": false,
-                }),
-            });
-        }
-        let prompts = out
-            .prompts
-            .into_iter()
-            .map(|mut prompt| {
-                prompt.event_index += 1;
-                prompt
-            })
-            .collect();
-        let commit = Commit {
-            snapshot: Some(new_snapshot),
-            open_prompts: prompts,
-            ..Commit::events(&conversation.id, events, Timestamp::now())
-        };
+        let event = NewEvent { kind: "journey.event".into(), data };
+        let commit = self.step_commit(&conversation.id, event, out, &snapshot);
         let (_, events) = self.commit_step(commit).await?;
         let snapshot = self.load(&conversation.id).await?.1;
         Ok(JourneyEventResult { event: events[0].clone(), events, snapshot })

@@ -106,9 +106,17 @@ impl DefaultRuntime {
             out.journey = step.state;
         }
         let Input::Message(question) = input else {
+            // Events and widgets get the journey's words, if it had any.
             out.text = said.join("\n\n");
-            if let Some(deltas) = deltas.filter(|_| !out.text.is_empty()) {
-                let _ = deltas.send(out.text.clone());
+            if !out.text.is_empty() {
+                if let Some(deltas) = deltas {
+                    let _ = deltas.send(out.text.clone());
+                }
+                let data = json!({
+                    "messageId": new_id(IdPrefix::Message), "role": "assistant",
+                    "text": out.text, "intermediate": false,
+                });
+                out.push("message", data);
             }
             return out;
         };
