@@ -106,23 +106,7 @@ impl Daemon {
         body: Body<'_>,
         headers: &[(&str, &str)],
     ) -> Reply {
-        let bytes = match body {
-            Body::None => Bytes::new(),
-            Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
-            Body::Raw(raw) => Bytes::copy_from_slice(raw),
-        };
-        let mut request = hyper::Request::builder()
-            .method(method.clone())
-            .uri(format!("{}{path}", self.base_url))
-            .header("content-type", "application/json");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request.body(Full::new(bytes)).unwrap();
-        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
-            .await
-            .unwrap_or_else(|_| panic!("{method} {path} timed out"))
-            .unwrap_or_else(|error| panic!("{method} {path} failed: {error}"));
+        let response = self.send(method, path, body, headers, &[]).await;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let raw = response.into_body().collect().await.unwrap().to_bytes();
@@ -254,6 +238,36 @@ impl SseMessage {
     }
 }
 
+impl Daemon {
+    /// Sends a JSON request and returns the response as soon as its head arrives.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body<'_>,
+        headers: &[(&str, &str)],
+        more_headers: &[(&str, &str)],
+    ) -> hyper::Response<hyper::body::Incoming> {
+        let bytes = match body {
+            Body::None => Bytes::new(),
+            Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
+            Body::Raw(raw) => Bytes::copy_from_slice(raw),
+        };
+        let mut request = hyper::Request::builder()
+            .method(method.clone())
+            .uri(format!("{}{path}", self.base_url))
+            .header("content-type", "application/json");
+        for (name, value) in headers.iter().chain(more_headers) {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(bytes)).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+            .await
+            .unwrap_or_else(|_| panic!("{method} {path} timed out"))
+            .unwrap_or_else(|error| panic!("{method} {path} failed: {error}"))
+    }
+}
+
 /// How long a stream may stay silent before a read gives up: generous, for slow machines.
 const STREAM_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -267,24 +281,8 @@ impl Daemon {
         body: Body<'_>,
         headers: &[(&str, &str)],
     ) -> EventStream {
-        let bytes = match body {
-            Body::None => Bytes::new(),
-            Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
-            Body::Raw(raw) => Bytes::copy_from_slice(raw),
-        };
-        let mut request = hyper::Request::builder()
-            .method(method.clone())
-            .uri(format!("{}{path}", self.base_url))
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request.body(Full::new(bytes)).unwrap();
-        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
-            .await
-            .unwrap_or_else(|_| panic!("{method} {path} timed out"))
-            .unwrap_or_else(|error| panic!("{method} {path} failed: {error}"));
+        let accept = [("accept", "text/event-stream")];
+        let response = self.send(method.clone(), path, body, headers, &accept).await;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         EventStream {
