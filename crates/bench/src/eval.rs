@@ -7,7 +7,7 @@
 //! (the mean of 1 / rank of the first evidence turn).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -191,16 +191,22 @@ fn turns(conversation: &Value) -> Vec<(String, String)> {
     turns
 }
 
+/// Where `cairn model fetch` installs the local model by default (the daemon's default
+/// data directory), unless `CAIRN_MODEL_DIR` says otherwise.
+pub fn default_model_dir() -> Option<PathBuf> {
+    if let Some(directory) = std::env::var_os("CAIRN_MODEL_DIR") {
+        return Some(PathBuf::from(directory));
+    }
+    let home = std::env::var_os("HOME")?;
+    Some(cairn_embed::model_dir(&PathBuf::from(home).join(".local/share/cairn")))
+}
+
 fn embedder(options: &EvalOptions) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     if options.hashing {
         return Ok(Some(Arc::new(HashingEmbedder::new(384))));
     }
-    let directory = match &options.model_dir {
-        Some(directory) => directory.clone(),
-        None => match std::env::var_os("HOME") {
-            Some(home) => cairn_embed::model_dir(&Path::new(&home).join(".local/share/cairn")),
-            None => return Ok(None),
-        },
+    let Some(directory) = options.model_dir.clone().or_else(default_model_dir) else {
+        return Ok(None);
     };
     if !cairn_embed::model_installed(&directory) {
         eprintln!(

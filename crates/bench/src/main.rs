@@ -154,13 +154,7 @@ async fn local_model_figures(
     corpus: &Corpus,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
-    let directory = match std::env::var_os("CAIRN_MODEL_DIR") {
-        Some(directory) => PathBuf::from(directory),
-        None => match std::env::var_os("HOME") {
-            Some(home) => cairn_embed::model_dir(&PathBuf::from(home).join(".local/share/cairn")),
-            None => PathBuf::new(),
-        },
-    };
+    let directory = eval::default_model_dir().unwrap_or_default();
     if !cairn_embed::model_installed(&directory) {
         report.note(format!(
             "the local model is not installed in {}; its figures are left out",
