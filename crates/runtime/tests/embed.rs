@@ -150,3 +150,52 @@ async fn optional_capabilities_a_runtime_lacks_answer_501() {
     assert_eq!(missing.status, 404);
     assert_eq!(missing.json["error"]["code"], "CONVERSATION_NOT_FOUND");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_event_streams_get_comment_heartbeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(cairn_store_sqlite::SqliteStore::open(&dir.path().join("c.db")).unwrap());
+    let runtime = cairn_runtime::DefaultRuntime::new(store, None, Default::default());
+    let handler = HandlerOptions::new(Arc::new(runtime))
+        .sse_heartbeat(std::time::Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let base = start_plain(handler).await;
+    let created = call(&base, "POST", "/conversations", None, json!({})).await;
+    let id = created.json["conversation"]["id"].as_str().unwrap().to_owned();
+
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let uri = format!("{base}/conversations/{id}/events/stream");
+    let request = http::Request::get(uri).body(Full::new(Bytes::new())).unwrap();
+    let mut body = client.request(request).await.unwrap().into_body();
+    let mut seen = String::new();
+    // The first event, then silence: the stream must say `: heartbeat` on its own.
+    while !seen.contains(": heartbeat\n\n") {
+        let frame = body.frame().await.expect("the stream stays open").unwrap();
+        seen.push_str(&String::from_utf8_lossy(frame.data_ref().unwrap()));
+    }
+    assert!(seen.starts_with("retry: 1000\n\nid: 0\ndata: "), "{seen}");
+}
+
+/// Serves a handler alone (no application routes, no base path).
+async fn start_plain(handler: cairn_runtime::RuntimeHandler) -> String {
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let handler = handler.clone();
+            let service = service_fn(move |request| {
+                let handler = handler.clone();
+                async move { Ok::<_, std::convert::Infallible>(handler.handle(request).await) }
+            });
+            tokio::spawn(async move {
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let _ =
+                    builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    base
+}
