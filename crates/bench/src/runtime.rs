@@ -196,13 +196,7 @@ impl Streams {
         for index in first..count {
             let path = format!("{BASE}/conversations");
             let body = Bytes::from_static(b"{}");
-            let (status, answer) = self.control.send(Method::POST, &path, Some(body)).await?;
-            anyhow::ensure!(
-                status == StatusCode::CREATED,
-                "POST {path} answered {status}: {}",
-                String::from_utf8_lossy(&answer)
-            );
-            let answer: Value = serde_json::from_slice(&answer)?;
+            let answer = post_created(&mut self.control, &path, body).await?;
             let id = answer["conversation"]["id"]
                 .as_str()
                 .context("the created conversation has no id")?
@@ -240,13 +234,7 @@ impl Streams {
             let body = json!({ "text": format!("Still looking into it ({}).", self.appended) });
             let body = Bytes::from(body.to_string());
             let started = Instant::now();
-            let (status, answer) = self.control.send(Method::POST, &path, Some(body)).await?;
-            anyhow::ensure!(
-                status == StatusCode::CREATED,
-                "POST {path} answered {status}: {}",
-                String::from_utf8_lossy(&answer)
-            );
-            let answer: Value = serde_json::from_slice(&answer)?;
+            let answer = post_created(&mut self.control, &path, body).await?;
             let offset = answer["events"]
                 .as_array()
                 .and_then(|events| events.iter().filter_map(|event| event["offset"].as_u64()).max())
@@ -352,4 +340,15 @@ async fn open_stream(
         let _ = sender.send(Received::Ended(index));
     });
     Ok([connection, reader])
+}
+
+/// POSTs `body` and returns the JSON answer, which must be 201 Created.
+async fn post_created(control: &mut Connection, path: &str, body: Bytes) -> anyhow::Result<Value> {
+    let (status, answer) = control.send(Method::POST, path, Some(body)).await?;
+    anyhow::ensure!(
+        status == StatusCode::CREATED,
+        "POST {path} answered {status}: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    Ok(serde_json::from_slice(&answer)?)
 }
