@@ -87,13 +87,9 @@ impl MemoryApi {
         B: http_body::Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        if let Err(error) =
-            self.inner.authenticator.check_local(request.headers(), request.uri(), &[])
-        {
-            return error.into_response();
-        }
-        let client = request.extensions().get::<ClientAddr>().map(|client| client.0.ip());
-        let principal = match self.inner.authenticator.authenticate(request.headers(), client).await
+        let principal = match self
+            .identify(request.headers(), request.uri(), request.extensions(), &[])
+            .await
         {
             Ok(principal) => principal,
             Err(error) => return error.into_response(),
@@ -104,15 +100,7 @@ impl MemoryApi {
             Ok(resolved) => resolved,
             Err(error) => return error.into_response(),
         };
-        if principal.role < operation.role() {
-            let message = format!(
-                "this operation needs the `{}` role; the caller has `{}`",
-                operation.role(),
-                principal.role
-            );
-            return ApiError::new(ErrorCode::Forbidden, message).into_response();
-        }
-        let rate = match self.inner.limiter.check(operation.rate_class(), &principal.id) {
+        let rate = match self.permit(&principal, operation.role(), operation.rate_class()) {
             Ok(rate) => rate,
             Err(error) => return error.into_response(),
         };
@@ -135,25 +123,46 @@ impl MemoryApi {
         writes: bool,
         trusted_origins: &[String],
     ) -> Result<Principal, Response<ResponseBody>> {
-        let authenticator = &self.inner.authenticator;
-        authenticator
-            .check_local(&parts.headers, &parts.uri, trusted_origins)
-            .map_err(ApiError::into_response)?;
-        let client = parts.extensions.get::<ClientAddr>().map(|client| client.0.ip());
-        let principal = authenticator
-            .authenticate(&parts.headers, client)
+        let principal = self
+            .identify(&parts.headers, &parts.uri, &parts.extensions, trusted_origins)
             .await
             .map_err(ApiError::into_response)?;
         let (role, class) =
             if writes { (Role::Write, RateClass::Write) } else { (Role::Read, RateClass::Read) };
+        self.permit(&principal, role, class).map_err(ApiError::into_response)?;
+        Ok(principal)
+    }
+
+    /// Who is calling: the solo profile's local-only rule (web pages of `trusted_origins`
+    /// excepted), then the credentials.
+    async fn identify(
+        &self,
+        headers: &http::HeaderMap,
+        uri: &http::Uri,
+        extensions: &http::Extensions,
+        trusted_origins: &[String],
+    ) -> Result<Principal, ApiError> {
+        let authenticator = &self.inner.authenticator;
+        authenticator.check_local(headers, uri, trusted_origins)?;
+        let client = extensions.get::<ClientAddr>().map(|client| client.0.ip());
+        authenticator.authenticate(headers, client).await
+    }
+
+    /// Whether the caller may go on: its role is at least `role`, and its rate limit of
+    /// `class` has room (the state is for the response's headers).
+    fn permit(
+        &self,
+        principal: &Principal,
+        role: Role,
+        class: RateClass,
+    ) -> Result<Option<limits::RateState>, ApiError> {
         if principal.role < role {
             let message = format!(
                 "this operation needs the `{role}` role; the caller has `{}`",
                 principal.role
             );
-            return Err(ApiError::new(ErrorCode::Forbidden, message).into_response());
+            return Err(ApiError::new(ErrorCode::Forbidden, message));
         }
-        self.inner.limiter.check(class, &principal.id).map_err(ApiError::into_response)?;
-        Ok(principal)
+        self.inner.limiter.check(class, &principal.id)
     }
 }
