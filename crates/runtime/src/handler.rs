@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use cairn_api::ApiError;
-use cairn_api::http_util::{ResponseBody, parse_json, parse_query, read_body};
+use cairn_api::http_util::{ResponseBody, json_response, parse_json, parse_query, read_body};
 use cairn_types::ErrorCode;
 use http::request::Parts;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -201,21 +200,6 @@ pub enum Operation {
     ReplayConversation,
 }
 
-impl Operation {
-    /// Whether the operation changes anything (`POST`), for hooks that grant by role.
-    pub fn writes(self) -> bool {
-        !matches!(
-            self,
-            Operation::ListConversations
-                | Operation::ListEvents
-                | Operation::StreamEvents
-                | Operation::GetSnapshot
-                | Operation::ReplayConversation
-                | Operation::VoiceSocket
-        )
-    }
-}
-
 /// Finds the operation for a method and a path relative to the base path, with the
 /// conversation id when the path has one.
 pub fn route<'a>(method: &Method, path: &'a str) -> Result<(Operation, Option<&'a str>), ApiError> {
@@ -346,8 +330,6 @@ impl RuntimeHandler {
         let id = id.unwrap_or_default();
         let query = parts.uri.query();
         let fail = |error: RuntimeError| self.error(error);
-        let created = |value: &dyn erased::Json| ok(StatusCode::CREATED, value);
-        let okay = |value: &dyn erased::Json| ok(StatusCode::OK, value);
         match operation {
             Operation::CreateConversation => {
                 let mut input: CreateConversationInput = optional_body(parts, body).await?;
@@ -355,11 +337,14 @@ impl RuntimeHandler {
                     input.agent_id = inner.agent_id.clone();
                 }
                 let conversation = runtime.create_conversation(input).await.map_err(fail)?;
-                Ok(created(&json!({ "conversation": conversation })))
+                Ok(json_response(StatusCode::CREATED, &json!({ "conversation": conversation })))
             }
             Operation::ListConversations => {
                 let input: ListConversationsInput = parse_query(query)?;
-                Ok(okay(&runtime.list_conversations(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.list_conversations(input).await.map_err(fail)?,
+                ))
             }
             Operation::HandleChannelEvent => {
                 let bytes = read_body(&parts.headers, body, MAX_BODY_BYTES).await?;
@@ -380,19 +365,28 @@ impl RuntimeHandler {
                 }
                 let result = runtime.handle_channel_event(input, None).await.map_err(fail)?;
                 let status = if result.created { StatusCode::CREATED } else { StatusCode::OK };
-                Ok(ok(status, &result))
+                Ok(json_response(status, &result))
             }
             Operation::ResolveChannelOutput => {
                 let input: ResolveOutputInput = json_body(parts, body).await?;
-                Ok(okay(&runtime.resolve_channel_output(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.resolve_channel_output(input).await.map_err(fail)?,
+                ))
             }
             Operation::StartVoiceConversation => {
                 let input: Value = optional_body(parts, body).await?;
-                Ok(created(&runtime.start_voice_conversation(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &runtime.start_voice_conversation(input).await.map_err(fail)?,
+                ))
             }
             Operation::StartVoiceSegment => {
                 let input: Value = optional_body(parts, body).await?;
-                Ok(created(&runtime.start_voice_segment(&id, input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &runtime.start_voice_segment(&id, input).await.map_err(fail)?,
+                ))
             }
             Operation::VoiceSocket => Err(ApiError::new(
                 ErrorCode::CapabilityNotSupported,
@@ -419,12 +413,15 @@ impl RuntimeHandler {
                     };
                     return sse::stream_turn(turn, self.error_mapper()).await;
                 }
-                Ok(okay(&runtime.handle_user_message(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.handle_user_message(input).await.map_err(fail)?,
+                ))
             }
             Operation::ListEvents => {
                 let query: AfterOffset = parse_query(query)?;
                 let events = runtime.list_events(&id, query.after_offset).await.map_err(fail)?;
-                Ok(okay(&json!({ "events": events })))
+                Ok(json_response(StatusCode::OK, &json!({ "events": events })))
             }
             Operation::StreamEvents => {
                 let query: AfterOffset = parse_query(query)?;
@@ -450,7 +447,10 @@ impl RuntimeHandler {
                     widget_kind: body.widget_kind,
                     output: body.output,
                 };
-                Ok(okay(&runtime.submit_widget(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.submit_widget(input).await.map_err(fail)?,
+                ))
             }
             Operation::EmitCustomEvent => {
                 let body: CustomEventBody = json_body(parts, body).await?;
@@ -460,7 +460,10 @@ impl RuntimeHandler {
                     event: body.event_name,
                     payload: body.payload,
                 };
-                Ok(created(&runtime.emit_custom_event(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &runtime.emit_custom_event(input).await.map_err(fail)?,
+                ))
             }
             Operation::EmitJourneyEvent => {
                 let body: JourneyEventBody = json_body(parts, body).await?;
@@ -474,7 +477,10 @@ impl RuntimeHandler {
                     routing,
                     target: body.target,
                 };
-                Ok(created(&runtime.emit_journey_event(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &runtime.emit_journey_event(input).await.map_err(fail)?,
+                ))
             }
             Operation::EmitIntermediateMessage => {
                 let body: IntermediateMessageBody = json_body(parts, body).await?;
@@ -486,7 +492,10 @@ impl RuntimeHandler {
                     text: body.text,
                     visible_to_model: body.visible_to_model.unwrap_or(true),
                 };
-                Ok(created(&runtime.emit_intermediate_message(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &runtime.emit_intermediate_message(input).await.map_err(fail)?,
+                ))
             }
             Operation::EmitGeneratedPreamble => {
                 let body: PreambleBody = optional_body(parts, body).await?;
@@ -498,7 +507,10 @@ impl RuntimeHandler {
                     max_words: body.max_words,
                     purpose: body.purpose,
                 };
-                Ok(created(&runtime.emit_generated_preamble(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::CREATED,
+                    &runtime.emit_generated_preamble(input).await.map_err(fail)?,
+                ))
             }
             Operation::CompactConversation => {
                 let body: CompactBody = optional_body(parts, body).await?;
@@ -513,13 +525,16 @@ impl RuntimeHandler {
                     to_offset: body.to_offset,
                     schema_version: body.schema_version,
                 };
-                Ok(okay(&runtime.compact_conversation(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.compact_conversation(input).await.map_err(fail)?,
+                ))
             }
             Operation::CloseConversation => {
                 let body: CloseBody = optional_body(parts, body).await?;
                 let conversation =
                     runtime.close_conversation(&id, body.reason).await.map_err(fail)?;
-                Ok(okay(&json!({ "conversation": conversation })))
+                Ok(json_response(StatusCode::OK, &json!({ "conversation": conversation })))
             }
             Operation::RequestHandoff => {
                 let body: HandoffBody = json_body(parts, body).await?;
@@ -532,22 +547,31 @@ impl RuntimeHandler {
                     summary: body.summary,
                     payload: body.payload,
                 };
-                Ok(okay(&runtime.request_handoff(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.request_handoff(input).await.map_err(fail)?,
+                ))
             }
             Operation::ResumeConversation => {
                 let body: ResumeBody = optional_body(parts, body).await?;
                 let input =
                     ResumeInput { conversation_id: id, reason: body.reason, payload: body.payload };
-                Ok(okay(&runtime.resume_conversation(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.resume_conversation(input).await.map_err(fail)?,
+                ))
             }
             Operation::GetSnapshot => {
                 let snapshot = runtime.get_snapshot(&id).await.map_err(fail)?;
-                Ok(okay(&json!({ "snapshot": snapshot })))
+                Ok(json_response(StatusCode::OK, &json!({ "snapshot": snapshot })))
             }
             Operation::ReplayConversation => {
                 let query: AfterOffset = parse_query(query)?;
                 let input = ReplayInput { conversation_id: id, after_offset: query.after_offset };
-                Ok(okay(&runtime.replay_conversation(input).await.map_err(fail)?))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &runtime.replay_conversation(input).await.map_err(fail)?,
+                ))
             }
         }
     }
@@ -594,23 +618,6 @@ impl ErrorMapper {
             }
         }
     }
-}
-
-/// Serializable values behind one trait object, so the closures above take any result.
-mod erased {
-    pub trait Json {
-        fn to_json(&self) -> Vec<u8>;
-    }
-
-    impl<T: serde::Serialize> Json for T {
-        fn to_json(&self) -> Vec<u8> {
-            serde_json::to_vec(self).expect("response types always serialize")
-        }
-    }
-}
-
-fn ok(status: StatusCode, value: &dyn erased::Json) -> Response<ResponseBody> {
-    cairn_api::http_util::bytes_response(status, "application/json", Bytes::from(value.to_json()))
 }
 
 #[derive(Debug, Default, Deserialize)]
