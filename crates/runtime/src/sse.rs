@@ -69,6 +69,11 @@ fn named_frame(name: &str, data: &impl serde::Serialize) -> Bytes {
     Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
 }
 
+/// A piece of the reply as it is written.
+fn delta_frame(text: &str) -> Bytes {
+    named_frame("delta", &serde_json::json!({ "text": text }))
+}
+
 /// `GET /conversations/:id/events/stream`. Answers 404 before streaming when the
 /// conversation does not exist.
 pub(crate) async fn stream_events(
@@ -175,7 +180,7 @@ where
         let mut delta = Some(first);
         while let Some(text) = delta {
             // A client that left still lets the turn finish; it is just not told.
-            let _ = sender.send(named_frame("delta", &serde_json::json!({ "text": text }))).await;
+            let _ = sender.send(delta_frame(&text)).await;
             delta = delta_receiver.recv().await;
         }
         let frame = match joined(turn.await) {
@@ -200,7 +205,7 @@ fn whole_reply<T: serde::Serialize>(
     let result = result.map_err(|error| errors.map(error))?;
     let mut frames = Vec::new();
     while let Ok(delta) = deltas.try_recv() {
-        frames.push(named_frame("delta", &serde_json::json!({ "text": delta })));
+        frames.push(delta_frame(&delta));
     }
     frames.push(named_frame("result", &result));
     let (sender, receiver) = mpsc::channel::<Bytes>(frames.len());

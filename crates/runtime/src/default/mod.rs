@@ -20,7 +20,7 @@ use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Tim
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use self::turn::{Input, TurnOutput};
+use self::turn::{Input, TurnOutput, message_data};
 use crate::channel::ResolveOutputInput;
 use crate::channel::{ChannelEventInput, ChannelEventNature, ChannelEventResult, Direction};
 use crate::journey::{Agent, Definitions, Trigger};
@@ -392,15 +392,23 @@ impl DefaultRuntime {
         kind: &str,
         data: Value,
     ) -> Result<LifecycleResult> {
-        let mut commit = Commit::events(
-            conversation_id,
-            vec![NewEvent { kind: kind.to_owned(), data }],
-            Timestamp::now(),
-        );
-        commit.lifecycle = Some(to);
-        let (conversation, mut events) = self.commit_step(commit).await?;
-        let event = events.pop().expect("one event committed");
+        let (conversation, event) = self.append(conversation_id, kind, data, Some(to)).await?;
         Ok(LifecycleResult { conversation, event })
+    }
+
+    /// Appends one event (changing the lifecycle too, when given) as a step of its own.
+    async fn append(
+        &self,
+        conversation_id: &str,
+        kind: &str,
+        data: Value,
+        lifecycle: Option<Lifecycle>,
+    ) -> Result<(Conversation, RuntimeEvent)> {
+        let event = NewEvent { kind: kind.to_owned(), data };
+        let mut commit = Commit::events(conversation_id, vec![event], Timestamp::now());
+        commit.lifecycle = lifecycle;
+        let (conversation, mut events) = self.commit_step(commit).await?;
+        Ok((conversation, events.pop().expect("one event committed")))
     }
 }
 
@@ -472,12 +480,7 @@ impl Runtime for DefaultRuntime {
     async fn handle_user_message(&self, input: UserMessageInput) -> Result<SendMessageResult> {
         let _step = self.lock(&input.conversation_id).await;
         let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
-        let mut data = json!({
-            "messageId": new_id(IdPrefix::Message),
-            "role": "user",
-            "text": input.text,
-            "intermediate": false,
-        });
+        let mut data = message_data("user", &input.text);
         if let Some(channel) = &input.channel {
             data["channel"] = json!(channel);
         }
@@ -679,13 +682,9 @@ impl Runtime for DefaultRuntime {
             map.retain(|key, value| !value.is_null() && key != "conversationId");
             map.insert("outputOffset".into(), json!(output.offset));
         }
-        let commit = Commit::events(
-            &input.conversation_id,
-            vec![NewEvent { kind: "channel.output_resolved".into(), data }],
-            Timestamp::now(),
-        );
-        let (_, mut events) = self.commit_step(commit).await?;
-        Ok(EventResult { event: events.pop().expect("one event committed") })
+        let kind = "channel.output_resolved";
+        let (_, event) = self.append(&input.conversation_id, kind, data, None).await?;
+        Ok(EventResult { event })
     }
 
     async fn submit_widget(&self, input: SubmitWidgetInput) -> Result<EventResult> {
@@ -732,13 +731,8 @@ impl Runtime for DefaultRuntime {
         let _step = self.lock(&input.conversation_id).await;
         self.load_open(&input.conversation_id).await?;
         let data = json!({ "name": input.event, "payload": input.payload });
-        let commit = Commit::events(
-            &input.conversation_id,
-            vec![NewEvent { kind: "custom".into(), data }],
-            Timestamp::now(),
-        );
-        let (_, mut events) = self.commit_step(commit).await?;
-        Ok(EventResult { event: events.pop().expect("one event committed") })
+        let (_, event) = self.append(&input.conversation_id, "custom", data, None).await?;
+        Ok(EventResult { event })
     }
 
     async fn emit_journey_event(&self, input: JourneyEventInput) -> Result<JourneyEventResult> {
@@ -794,21 +788,12 @@ impl Runtime for DefaultRuntime {
     ) -> Result<EventsResult> {
         let _step = self.lock(&input.conversation_id).await;
         self.load_open(&input.conversation_id).await?;
-        let data = json!({
-            "messageId": new_id(IdPrefix::Message),
-            "role": "assistant",
-            "text": input.text,
-            "intermediate": true,
-            "visibleToModel": input.visible_to_model,
-            "reason": "intermediate",
-        });
-        let commit = Commit::events(
-            &input.conversation_id,
-            vec![NewEvent { kind: "message".into(), data }],
-            Timestamp::now(),
-        );
-        let (_, events) = self.commit_step(commit).await?;
-        Ok(EventsResult { events })
+        let mut data = message_data("assistant", &input.text);
+        data["intermediate"] = json!(true);
+        data["visibleToModel"] = json!(input.visible_to_model);
+        data["reason"] = json!("intermediate");
+        let (_, event) = self.append(&input.conversation_id, "message", data, None).await?;
+        Ok(EventsResult { events: vec![event] })
     }
 
     async fn emit_generated_preamble(&self, input: PreambleInput) -> Result<PreambleResult> {
@@ -831,22 +816,13 @@ impl Runtime for DefaultRuntime {
             None => "One moment, let me look into that.".to_owned(),
         });
         let text = limit_words(&text, max_words);
-        let data = json!({
-            "messageId": new_id(IdPrefix::Message),
-            "role": "assistant",
-            "text": text,
-            "intermediate": true,
-            "visibleToModel": true,
-            "reason": "preamble",
-            "purpose": input.purpose,
-        });
-        let commit = Commit::events(
-            &input.conversation_id,
-            vec![NewEvent { kind: "message".into(), data }],
-            Timestamp::now(),
-        );
-        let (_, events) = self.commit_step(commit).await?;
-        Ok(PreambleResult { events, text })
+        let mut data = message_data("assistant", &text);
+        data["intermediate"] = json!(true);
+        data["visibleToModel"] = json!(true);
+        data["reason"] = json!("preamble");
+        data["purpose"] = json!(input.purpose);
+        let (_, event) = self.append(&input.conversation_id, "message", data, None).await?;
+        Ok(PreambleResult { events: vec![event], text })
     }
 
     async fn compact_conversation(&self, input: CompactInput) -> Result<CompactResult> {

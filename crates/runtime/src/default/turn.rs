@@ -45,6 +45,13 @@ impl TurnOutput {
     }
 }
 
+/// The data of a `message` event: a new message id, the role and text, not intermediate.
+pub(super) fn message_data(role: &str, text: &str) -> Value {
+    json!({
+        "messageId": new_id(IdPrefix::Message), "role": role, "text": text, "intermediate": false,
+    })
+}
+
 fn activity_data(id: &str, kind: &str, label: &str, name: Option<&str>, status: &str) -> Value {
     let mut data = json!({ "activityId": id, "kind": kind, "label": label, "status": status });
     if let Some(name) = name {
@@ -112,11 +119,7 @@ impl DefaultRuntime {
                 if let Some(deltas) = deltas {
                     let _ = deltas.send(out.text.clone());
                 }
-                let data = json!({
-                    "messageId": new_id(IdPrefix::Message), "role": "assistant",
-                    "text": out.text, "intermediate": false,
-                });
-                out.push("message", data);
+                out.push("message", message_data("assistant", &out.text));
             }
             return out;
         };
@@ -133,11 +136,7 @@ impl DefaultRuntime {
                 .and_then(|agent| agent.fallback().map(str::to_owned))
                 .unwrap_or_else(|| "I don't know that yet.".to_owned())
         };
-        let mut data = json!({
-            "messageId": new_id(IdPrefix::Message),
-            "role": "assistant",
-            "intermediate": false,
-        });
+        let mut data = message_data("assistant", "");
         let text = match &self.chat {
             Some(chat) => {
                 let label = "Writing the reply";
