@@ -257,6 +257,12 @@ impl RuntimeHandler {
         &self.inner.runtime
     }
 
+    /// Whether `path` is under the handler's base path: the requests a server that mounts
+    /// it beside other routes should hand it.
+    pub fn serves(&self, path: &str) -> bool {
+        strip_base(path, &self.inner.base_path).is_some()
+    }
+
     /// Ends every open event stream cleanly; call it when the server shuts down, so graceful
     /// shutdown does not wait for streams that would never end.
     pub fn shutdown(&self) {

@@ -47,8 +47,9 @@ impl Default for ServerConfig {
 /// Where the daemon mounts the conversation runtime.
 pub const RUNTIME_BASE_PATH: &str = "/api/runtime";
 
-/// The handlers the daemon serves: the memory API, and the conversation runtime under
-/// [`RUNTIME_BASE_PATH`] when there is one.
+/// The handlers the daemon serves: the conversation runtime, when there is one, for the
+/// paths under its base path (the daemon's is [`RUNTIME_BASE_PATH`]), the memory API for
+/// the rest.
 #[derive(Clone)]
 pub struct Services {
     pub memory: MemoryApi,
@@ -83,7 +84,7 @@ impl Services {
         let started = Instant::now();
         request.extensions_mut().insert(ClientAddr(peer));
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-        let runtime = self.runtime.as_ref().filter(|_| is_runtime_path(&path));
+        let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(&path));
         let response = match runtime {
             Some(runtime) => runtime.handle(request).await,
             None => self.memory.handle(request).await,
@@ -176,11 +177,6 @@ pub async fn serve(
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
     }
     Ok(())
-}
-
-fn is_runtime_path(path: &str) -> bool {
-    path.strip_prefix(RUNTIME_BASE_PATH)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn is_connection_error(error: &io::Error) -> bool {
