@@ -623,13 +623,9 @@ impl Runtime for DefaultRuntime {
                 if input.direction == Some(Direction::Outbound) =>
             {
                 // Something a person or system already said on the channel: record it.
-                let mut data = data.clone();
-                data["messageId"] = json!(new_id(IdPrefix::Message));
-                data["role"] = json!("assistant");
-                data["text"] = json!(input.message_text().unwrap_or_default());
-                data["intermediate"] = json!(false);
+                let text = input.message_text().unwrap_or_default();
                 let mut commit = single("message");
-                commit.events[0].data = data;
+                commit.events[0].data = with_message(&data, "assistant", text);
                 self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await?
             }
             ChannelEventNature::Message | ChannelEventNature::VoiceTurn => {
@@ -637,11 +633,7 @@ impl Runtime for DefaultRuntime {
                     return Err(RuntimeError::ConversationClosed(conversation_id));
                 }
                 let text = input.message_text().unwrap_or_default().to_owned();
-                let mut data = data.clone();
-                data["messageId"] = json!(new_id(IdPrefix::Message));
-                data["role"] = json!("user");
-                data["text"] = json!(text);
-                data["intermediate"] = json!(false);
+                let data = with_message(&data, "user", &text);
                 let deltas = deltas.as_ref();
                 self.user_turn(&conversation, &snapshot, &text, data, deltas, key.clone()).await?
             }
@@ -950,6 +942,15 @@ impl Runtime for DefaultRuntime {
             .collect();
         Ok(ReplayResult { conversation, events, messages, open_prompts, snapshot })
     }
+}
+
+/// A channel event's data with the fields of a `message` event over it.
+fn with_message(channel_data: &Value, role: &str, text: &str) -> Value {
+    let mut data = channel_data.clone();
+    if let (Value::Object(data), Value::Object(message)) = (&mut data, message_data(role, text)) {
+        data.extend(message);
+    }
+    data
 }
 
 fn channel_result(result: TurnResult, created: bool) -> ChannelEventResult {
