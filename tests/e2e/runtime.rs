@@ -129,7 +129,7 @@ async fn conversations_are_created_and_listed_with_lossless_cursors() {
     let agents = tempfile::tempdir().unwrap();
     std::fs::write(
         agents.path().join("concierge.json"),
-        include_str!("../../crates/runtime/agents/concierge.json"),
+        include_str!("../../crates/agents/agents/concierge.json"),
     )
     .unwrap();
     std::fs::write(

@@ -1,5 +1,6 @@
 //! Cairn's development tasks (the cargo-xtask pattern): `cargo xtask ci|openapi|bench|tidy`.
 
+mod schemathesis;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -11,13 +12,16 @@ const HELP: &str = "\
 cargo xtask <task>
 
 tasks:
-  ci                 everything CI checks: fmt, clippy -D warnings, tests, OpenAPI drift, tidy
+  ci                 everything CI checks: fmt, clippy -D warnings, tests, OpenAPI drift, tidy,
+                     schemathesis
   openapi [--check]  regenerate docs/openapi.json from the code (--check: fail if it drifted)
   bench [ARGS]       release-build and run the benchmarks against DESIGN.md's budgets
                      (ARGS go to cairn-bench, e.g. --quick)
   eval --data FILE   retrieval quality (recall@5/10, MRR) on LoCoMo-format conversations,
                      full text, semantic and fused (options go to `cairn-bench eval`)
-  tidy               layering, docs and file-header checks
+  tidy               layering, docs and file-header checks, the runtime's crate budget
+  schemathesis [ARGS] fuzz the real daemon over its whole OpenAPI document (schemathesis
+                     from PyPI, into target/schemathesis; ARGS go to `st run`)
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -37,6 +41,7 @@ fn main() -> anyhow::Result<()> {
             cargo(&command, &[])
         }
         "tidy" => tidy::run(&root),
+        "schemathesis" => schemathesis::run(&root, &rest),
         "" | "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(())
@@ -52,15 +57,16 @@ fn ci() -> anyhow::Result<()> {
     cargo(&["test", "--workspace", "--locked"], &[])?;
     openapi(true)?;
     tidy::run(&workspace_root())?;
+    schemathesis::run(&workspace_root(), &[])?;
     println!("xtask ci: all checks passed");
     Ok(())
 }
 
-/// The committed document is checked (or rewritten) by a test in cairn-api, so the check
+/// The committed document is checked (or rewritten) by a test in cairn-server, so the check
 /// and the generator can never disagree.
 fn openapi(check: bool) -> anyhow::Result<()> {
     let update: &[(&str, &str)] = if check { &[] } else { &[("UPDATE_OPENAPI", "1")] };
-    cargo(&["test", "--quiet", "-p", "cairn-api", "--lib", "openapi::"], update)
+    cargo(&["test", "--quiet", "-p", "cairn-server", "--lib", "openapi::"], update)
         .context("docs/openapi.json is out of date: run `cargo xtask openapi` and commit it")?;
     if !check {
         println!("docs/openapi.json regenerated");
@@ -75,7 +81,7 @@ fn bench(args: &[String]) -> anyhow::Result<()> {
     cargo(&command, &[])
 }
 
-fn cargo(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
+pub(crate) fn cargo(args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("$ cargo {}", args.join(" "));
     let status = Command::new(cargo).args(args).envs(env.iter().copied()).status()?;

@@ -1,5 +1,5 @@
 //! Tidy checks: every crate is in docs/architecture.md, every Rust file opens with a `//!`
-//! line, and dependencies point down the layers.
+//! line, dependencies point down the layers, and the embeddable runtime stays small.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,17 +10,30 @@ use anyhow::bail;
 /// Tools (`cli`, `bench`, `xtask`) sit on top.
 const LAYERS: &[(&str, u8)] = &[
     ("cairn-types", 0),
+    ("cairn-http", 1),
     ("cairn-store", 1),
+    ("cairn-runtime", 2),
     ("cairn-store-sqlite", 2),
     ("cairn-memory", 2),
     ("cairn-api", 3),
     ("cairn-embed", 3),
-    ("cairn-runtime", 4),
+    ("cairn-agents", 3),
     ("cairn-server", 5),
     ("cairn-client", 5),
     ("cairn-cli", 6),
     ("cairn-bench", 6),
 ];
+
+/// Crates whose Cairn dependencies are limited further than by layer: the runtime is
+/// embedded in other servers and must pull no storage, engine or API.
+const CAIRN_DEPENDENCIES: &[(&str, &[&str])] = &[
+    ("cairn-types", &[]),
+    ("cairn-http", &["cairn-types"]),
+    ("cairn-runtime", &["cairn-types", "cairn-http"]),
+];
+
+/// The most crates `cargo tree -p cairn-runtime -e normal` may list (default features).
+const RUNTIME_CRATE_BUDGET: usize = 150;
 
 /// External crates only some crates may know.
 const CONFINED: &[(&str, &[&str])] = &[
@@ -28,6 +41,9 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("r2d2_sqlite", &["cairn-store-sqlite"]),
     ("hyper", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client"]),
     ("hyper-util", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client"]),
+    ("ureq", &["cairn-agents", "cairn-embed"]),
+    ("candle-core", &["cairn-embed"]),
+    ("jsonwebtoken", &["cairn-api"]),
 ];
 
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
@@ -48,6 +64,14 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         for dependency in dependencies(&manifest) {
             if layer_of(&dependency).is_some_and(|dependency_layer| dependency_layer >= layer) {
                 problems.push(format!("{name} depends on {dependency}, which is not below it"));
+            }
+            let limited = CAIRN_DEPENDENCIES.iter().find(|(crate_name, _)| *crate_name == name);
+            if let Some((_, allowed)) = limited
+                && dependency.starts_with("cairn-")
+                && !allowed.contains(&dependency.as_str())
+            {
+                problems
+                    .push(format!("{name} depends on {dependency}; it may know only {allowed:?}"));
             }
             let confined = CONFINED.iter().find(|(confined, _)| *confined == dependency);
             if let Some((_, allowed)) =
@@ -74,11 +98,45 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         }
     }
 
+    match runtime_crate_count(root) {
+        Ok(count) if count > RUNTIME_CRATE_BUDGET => problems.push(format!(
+            "cairn-runtime pulls {count} crates (`cargo tree -p cairn-runtime -e normal`); \
+             the budget is {RUNTIME_CRATE_BUDGET}"
+        )),
+        Ok(count) => {
+            println!("tidy: cairn-runtime pulls {count} crates (budget {RUNTIME_CRATE_BUDGET})")
+        }
+        Err(error) => problems.push(format!("cannot count cairn-runtime's crates: {error}")),
+    }
+
     if problems.is_empty() {
         println!("tidy: ok");
         return Ok(());
     }
     bail!("tidy found problems:\n  {}", problems.join("\n  "))
+}
+
+/// The unique crates (name and version) in cairn-runtime's normal dependency tree, itself
+/// included.
+fn runtime_crate_count(root: &Path) -> anyhow::Result<usize> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = std::process::Command::new(cargo)
+        .args(["tree", "--locked", "-p", "cairn-runtime", "-e", "normal", "--prefix", "none"])
+        .arg("--format={p}")
+        .current_dir(root)
+        .output()?;
+    if !output.status.success() {
+        bail!("{}", String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let text = String::from_utf8(output.stdout)?;
+    let unique: std::collections::BTreeSet<(&str, &str)> = text
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?, words.next()?))
+        })
+        .collect();
+    Ok(unique.len())
 }
 
 fn layer_of(name: &str) -> Option<u8> {

@@ -11,7 +11,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::ApiError;
+use cairn_http::ApiError;
 
 /// How much a deployment trusts its callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,96 +1,52 @@
-//! API errors and the one place where engine errors become HTTP statuses and codes.
+//! The one place where engine errors become HTTP statuses and codes.
 
-use cairn_types::{ErrorCode, ErrorEnvelope};
-use http::{HeaderName, HeaderValue, Response, StatusCode};
+use cairn_http::ApiError;
+use cairn_types::ErrorCode;
 
-use crate::http_util::{ResponseBody, json_response};
+/// What a handler fails with: an [`ApiError`] of its own, or an engine error mapped to one,
+/// so `?` works on both.
+#[derive(Debug)]
+pub(crate) struct Failure(pub(crate) ApiError);
 
-/// An error answered in the envelope. Build with the constructors; map engine errors with `From`.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    code: ErrorCode,
-    message: String,
-    headers: Vec<(HeaderName, HeaderValue)>,
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Failure {
+        Failure(error)
+    }
 }
 
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { code, message: message.into(), headers: Vec::new() }
+impl From<cairn_memory::Error> for Failure {
+    fn from(error: cairn_memory::Error) -> Failure {
+        Failure(engine_error(error))
     }
+}
 
-    pub fn validation(message: impl Into<String>) -> ApiError {
-        ApiError::new(ErrorCode::ValidationError, message)
-    }
-
-    pub fn payload_too_large(message: impl Into<String>) -> ApiError {
-        ApiError::new(ErrorCode::PayloadTooLarge, message)
-    }
-
-    pub fn not_found(path: &str) -> ApiError {
-        ApiError::new(ErrorCode::NotFound, format!("no route for `{path}`; see GET /openapi.json"))
-    }
-
-    /// 405, with the `Allow` header listing the methods the path takes.
-    pub fn method_not_allowed(method: &http::Method, path: &str, allow: &'static str) -> ApiError {
-        let message = format!("{method} is not allowed on `{path}`; allowed: {allow}");
-        ApiError::new(ErrorCode::MethodNotAllowed, message)
-            .with_header(http::header::ALLOW, HeaderValue::from_static(allow))
-    }
-
-    /// Adds a header to the error response.
-    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> ApiError {
-        self.headers.push((name, value));
-        self
-    }
-
-    pub fn code(&self) -> ErrorCode {
-        self.code
-    }
-
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-
-    pub fn into_response(self) -> Response<ResponseBody> {
-        let status =
-            StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = json_response(status, &ErrorEnvelope::new(self.code, self.message));
-        for (name, value) in self.headers {
-            response.headers_mut().insert(name, value);
+fn engine_error(error: cairn_memory::Error) -> ApiError {
+    match error {
+        cairn_memory::Error::Invalid { .. } => ApiError::validation(error.to_string()),
+        cairn_memory::Error::MemoryNotFound(_) => {
+            ApiError::new(ErrorCode::MemoryNotFound, error.to_string())
         }
-        response
-    }
-}
-
-impl From<cairn_memory::Error> for ApiError {
-    fn from(error: cairn_memory::Error) -> ApiError {
-        match error {
-            cairn_memory::Error::Invalid { .. } => ApiError::validation(error.to_string()),
-            cairn_memory::Error::MemoryNotFound(_) => {
-                ApiError::new(ErrorCode::MemoryNotFound, error.to_string())
-            }
-            cairn_memory::Error::EvidenceNotFound(_) => {
-                ApiError::new(ErrorCode::EvidenceNotFound, error.to_string())
-            }
-            cairn_memory::Error::ConnectorNotFound(_) => {
-                ApiError::new(ErrorCode::ConnectorNotFound, error.to_string())
-            }
-            cairn_memory::Error::ConflictNotFound(_) => {
-                ApiError::new(ErrorCode::ConflictNotFound, error.to_string())
-            }
-            cairn_memory::Error::Embedding(_) => {
-                ApiError::new(ErrorCode::Unavailable, error.to_string())
-            }
-            cairn_memory::Error::Source(_) => ApiError::validation(error.to_string()),
-            cairn_memory::Error::SyncRunning(_)
-            | cairn_memory::Error::ConflictResolved(_)
-            | cairn_memory::Error::NotInReview { .. } => {
-                ApiError::new(ErrorCode::Conflict, error.to_string())
-            }
-            cairn_memory::Error::Store(source) => {
-                tracing::error!(error = %source, "storage failed");
-                ApiError::new(ErrorCode::InternalError, "internal error")
-            }
+        cairn_memory::Error::EvidenceNotFound(_) => {
+            ApiError::new(ErrorCode::EvidenceNotFound, error.to_string())
+        }
+        cairn_memory::Error::ConnectorNotFound(_) => {
+            ApiError::new(ErrorCode::ConnectorNotFound, error.to_string())
+        }
+        cairn_memory::Error::ConflictNotFound(_) => {
+            ApiError::new(ErrorCode::ConflictNotFound, error.to_string())
+        }
+        cairn_memory::Error::Embedding(_) => {
+            ApiError::new(ErrorCode::Unavailable, error.to_string())
+        }
+        cairn_memory::Error::Source(_) => ApiError::validation(error.to_string()),
+        cairn_memory::Error::SyncRunning(_)
+        | cairn_memory::Error::ConflictResolved(_)
+        | cairn_memory::Error::NotInReview { .. } => {
+            ApiError::new(ErrorCode::Conflict, error.to_string())
+        }
+        cairn_memory::Error::Store(source) => {
+            tracing::error!(error = %source, "storage failed");
+            ApiError::new(ErrorCode::InternalError, "internal error")
         }
     }
 }

@@ -13,13 +13,15 @@ use cairn_types::{
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
 
-use crate::http_util::{
-    ResponseBody, bytes_response, json_response, parse_json, parse_query, read_body,
+use cairn_http::{
+    ApiError, ResponseBody, bytes_response, json_response, parse_json, parse_query, read_body,
 };
-use crate::routes::Operation;
-use crate::{ApiError, Inner, Principal};
 
-type Reply = Result<Response<ResponseBody>, ApiError>;
+use crate::error::Failure;
+use crate::routes::Operation;
+use crate::{Inner, Principal};
+
+type Reply = Result<Response<ResponseBody>, Failure>;
 
 pub(crate) async fn dispatch<B>(
     inner: &Inner,
@@ -48,7 +50,8 @@ where
     if let (Some(query), false) = (query, takes_query) {
         return Err(ApiError::validation(format!(
             "query: this operation takes no query parameters, got `{query}`"
-        )));
+        ))
+        .into());
     }
     // Reads and parses the body; only operations that take one call it.
     let input = async |body: B| -> Result<_, ApiError> {
@@ -103,7 +106,7 @@ where
         }
         Operation::Health => health(inner).await,
         Operation::OpenApi => {
-            Ok(bytes_response(StatusCode::OK, "application/json", crate::openapi_json()))
+            Ok(bytes_response(StatusCode::OK, "application/json", inner.config.openapi.clone()))
         }
     }
 }

@@ -8,25 +8,24 @@
 mod auth;
 mod error;
 mod handlers;
-pub mod http_util;
 mod limits;
-mod openapi;
+pub mod openapi;
 pub mod routes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use cairn_memory::Engine;
 use cairn_store::KeyStore;
 use cairn_types::{ErrorCode, Role};
 use http::{HeaderName, Request, Response};
 
 pub use crate::auth::{AuthConfig, JwtVerifier, Principal, Profile, hash_key, new_api_key};
-pub use crate::error::ApiError;
-pub use crate::http_util::ResponseBody;
 pub use crate::limits::{RateClass, RateLimits};
 pub use crate::openapi::openapi_json;
+pub use cairn_http::{ApiError, ResponseBody};
 
 /// The largest request body accepted, in bytes: a 64 KiB memory plus metadata and slack.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -37,6 +36,9 @@ pub struct ApiConfig {
     pub max_body_bytes: usize,
     pub auth: AuthConfig,
     pub rate_limits: RateLimits,
+    /// The document served at `GET /openapi.json`: this API's alone by default; a server
+    /// that mounts other handlers beside it serves one that describes them too.
+    pub openapi: Bytes,
 }
 
 impl Default for ApiConfig {
@@ -45,6 +47,7 @@ impl Default for ApiConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             auth: AuthConfig::default(),
             rate_limits: RateLimits::default(),
+            openapi: openapi_json(),
         }
     }
 }
@@ -106,7 +109,7 @@ impl MemoryApi {
         };
         let reply =
             handlers::dispatch(&self.inner, operation, id.as_deref(), &principal, request).await;
-        let mut response = reply.unwrap_or_else(ApiError::into_response);
+        let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
         for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
             response.headers_mut().insert(HeaderName::from_static(name), value);
         }
@@ -115,20 +118,19 @@ impl MemoryApi {
 
     /// Checks a request for a handler mounted beside this API (the conversation runtime)
     /// as this API would: the solo profile's local-only rule (except for
-    /// `trusted_origins`), credentials, the role (`read` to read, `write` to change), and
-    /// the principal's rate limit. The error is the response to send.
+    /// `trusted_origins`), credentials, the `role` the request needs, and the principal's
+    /// rate limit of `class`. The error is the response to send.
     pub async fn authorize_parts(
         &self,
         parts: &http::request::Parts,
-        writes: bool,
+        role: Role,
+        class: RateClass,
         trusted_origins: &[String],
     ) -> Result<Principal, Response<ResponseBody>> {
         let principal = self
             .identify(&parts.headers, &parts.uri, &parts.extensions, trusted_origins)
             .await
             .map_err(ApiError::into_response)?;
-        let (role, class) =
-            if writes { (Role::Write, RateClass::Write) } else { (Role::Read, RateClass::Read) };
         self.permit(&principal, role, class).map_err(ApiError::into_response)?;
         Ok(principal)
     }

@@ -10,7 +10,7 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use http::HeaderValue;
 
-use crate::ApiError;
+use cairn_http::ApiError;
 
 /// Requests per minute for each class; 0 turns that class's limit off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@ use http::Method;
 
 use cairn_types::Role;
 
-use crate::ApiError;
 use crate::limits::RateClass;
+use cairn_http::ApiError;
 
 /// Every operation of the memory API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use cairn_runtime::{
-    CreateConversationInput, DefaultRuntime, IntermediateMessageInput, Runtime as _, RuntimeConfig,
-};
+use cairn_agents::{DefaultRuntime, RuntimeConfig};
+use cairn_runtime::{CreateConversationInput, IntermediateMessageInput, Runtime as _};
 use cairn_store_sqlite::SqliteStore;
 use http_body_util::{BodyExt as _, Empty};
 use hyper::header::{ACCEPT, HOST};

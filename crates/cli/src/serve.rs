@@ -125,6 +125,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             write: args.rate_limit_write,
             context: args.rate_limit_context,
         },
+        openapi: cairn_server::openapi_json(),
         ..ApiConfig::default()
     };
     let memory = MemoryApi::new(engine.clone(), config);
@@ -156,8 +157,9 @@ fn runtime_handler(
     engine: Engine,
     memory: MemoryApi,
 ) -> anyhow::Result<cairn_runtime::RuntimeHandler> {
-    use cairn_runtime::journey::Definitions;
-    use cairn_runtime::{Cors, CorsOptions, DefaultRuntime, HandlerOptions, RuntimeConfig};
+    use cairn_agents::journey::Definitions;
+    use cairn_agents::{DefaultRuntime, RuntimeConfig};
+    use cairn_runtime::{Cors, CorsOptions, HandlerOptions};
 
     let definitions = match &args.agents_dir {
         Some(dir) => Definitions::load_dir(dir)
@@ -171,10 +173,10 @@ fn runtime_handler(
             serde_json::from_slice(&text)
                 .with_context(|| format!("the events file {}", path.display()))?
         }
-        None => cairn_runtime::EventDefinitions::bundled(),
+        None => cairn_agents::bundled_events(),
     };
-    let journey_events = events.journey_events_for(&definitions);
-    let chat = args.chat_url.as_ref().map(|url| cairn_runtime::llm::ChatConfig {
+    let journey_events = cairn_agents::journey_events_for(&events, &definitions);
+    let chat = args.chat_url.as_ref().map(|url| cairn_agents::llm::ChatConfig {
         url: url.clone(),
         model: args.chat_model.clone(),
         api_key: args.chat_api_key.clone(),

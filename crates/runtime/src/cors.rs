@@ -7,7 +7,7 @@ use http_body_util::{BodyExt, Empty};
 use serde::{Deserialize, Serialize};
 
 use crate::handler::header_value;
-use cairn_api::http_util::ResponseBody;
+use cairn_http::ResponseBody;
 
 /// The `cors` option: `true` (legacy: any origin, `*`) or explicit options.
 #[derive(Debug, Clone, PartialEq)]

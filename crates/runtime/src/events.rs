@@ -1,11 +1,14 @@
 //! Custom and journey event definitions: a name and a JSON Schema for the payload, compiled
 //! once when the handler is built and checked before the runtime sees an event.
+//!
+//! Schemas are checked with `jsonschema` under the default-on `json-schema` feature. An
+//! embedder who turns it off still gets the names checked, and the handler refuses to build
+//! with a definition whose schema is anything but `true` or `{}`, rather than accept
+//! payloads it cannot check.
 
 use std::collections::HashMap;
 
-use cairn_api::ApiError;
-
-use crate::journey::Definitions;
+use cairn_http::ApiError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -19,6 +22,13 @@ pub struct EventDefinition {
     pub schema: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+impl EventDefinition {
+    /// An event whose payload may be anything.
+    pub fn any_payload(name: impl Into<String>) -> EventDefinition {
+        EventDefinition { name: name.into(), schema: accept_anything(), description: None }
+    }
 }
 
 fn accept_anything() -> Value {
@@ -35,32 +45,17 @@ pub struct EventDefinitions {
     pub journey_events: Vec<EventDefinition>,
 }
 
-const BUNDLED: &str = include_str!("../events.json");
+#[cfg(feature = "json-schema")]
+type Validator = jsonschema::Validator;
 
-impl EventDefinitions {
-    /// The definitions that go with the bundled example agent.
-    pub fn bundled() -> EventDefinitions {
-        serde_json::from_str(BUNDLED).expect("the bundled events file is valid")
-    }
-
-    /// The journey events, plus every event the agents' journeys react to that the file
-    /// does not define (with a schema that accepts any payload), so a journey never waits
-    /// for an event the handler would refuse.
-    pub fn journey_events_for(&self, definitions: &Definitions) -> Vec<EventDefinition> {
-        let mut events = self.journey_events.clone();
-        for name in definitions.event_names() {
-            if !events.iter().any(|event| event.name == name) {
-                events.push(EventDefinition { name, schema: accept_anything(), description: None });
-            }
-        }
-        events
-    }
-}
+/// Without the `json-schema` feature only schemas that accept anything are allowed.
+#[cfg(not(feature = "json-schema"))]
+type Validator = ();
 
 /// Compiled definitions of one kind (custom or journey events).
 pub(crate) struct EventSchemas {
     kind: &'static str,
-    validators: HashMap<String, jsonschema::Validator>,
+    validators: HashMap<String, Validator>,
 }
 
 impl EventSchemas {
@@ -70,7 +65,7 @@ impl EventSchemas {
     ) -> Result<EventSchemas, String> {
         let mut validators = HashMap::new();
         for definition in definitions {
-            let validator = jsonschema::validator_for(&definition.schema).map_err(|error| {
+            let validator = compile(&definition.schema).map_err(|error| {
                 format!("{kind}: the schema of `{}` is not valid: {error}", definition.name)
             })?;
             if validators.insert(definition.name.clone(), validator).is_some() {
@@ -92,19 +87,50 @@ impl EventSchemas {
                 self.kind
             )));
         };
-        let problems: Vec<String> = validator
-            .iter_errors(payload)
-            .map(|error| {
-                let at = error.instance_path().to_string();
-                let at = if at.is_empty() { "payload".to_owned() } else { format!("payload{at}") };
-                format!("{at}: {error}")
-            })
-            .collect();
+        let problems = problems(validator, payload);
         if problems.is_empty() { Ok(()) } else { Err(ApiError::validation(problems.join("; "))) }
     }
 }
 
-#[cfg(test)]
+#[cfg(feature = "json-schema")]
+fn compile(schema: &Value) -> Result<Validator, String> {
+    jsonschema::validator_for(schema).map_err(|error| error.to_string())
+}
+
+#[cfg(not(feature = "json-schema"))]
+fn compile(schema: &Value) -> Result<Validator, String> {
+    let accepts_anything = match schema {
+        Value::Bool(true) => true,
+        Value::Object(object) => object.is_empty(),
+        _ => false,
+    };
+    if accepts_anything {
+        Ok(())
+    } else {
+        Err("payload schemas need cairn-runtime's `json-schema` feature; without it a \
+             definition's schema must be `true` or `{}`"
+            .to_owned())
+    }
+}
+
+#[cfg(feature = "json-schema")]
+fn problems(validator: &Validator, payload: &Value) -> Vec<String> {
+    validator
+        .iter_errors(payload)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            let at = if at.is_empty() { "payload".to_owned() } else { format!("payload{at}") };
+            format!("{at}: {error}")
+        })
+        .collect()
+}
+
+#[cfg(not(feature = "json-schema"))]
+fn problems(_validator: &Validator, _payload: &Value) -> Vec<String> {
+    Vec::new()
+}
+
+#[cfg(all(test, feature = "json-schema"))]
 mod tests {
     use serde_json::json;
 
@@ -140,22 +166,11 @@ mod tests {
     }
 
     #[test]
-    fn bundled_definitions_compile_and_cover_the_bundled_journeys() {
-        let events = EventDefinitions::bundled();
-        EventSchemas::compile("customEvents", &events.custom_events).unwrap();
-        let journey = events.journey_events_for(&Definitions::bundled());
-        let schemas = EventSchemas::compile("journeyEvents", &journey).unwrap();
-        for name in Definitions::bundled().event_names() {
-            assert!(schemas.validators.contains_key(&name), "{name} is not defined");
-        }
-    }
-
-    #[test]
     fn invalid_schemas_and_duplicates_fail_at_build() {
         let bad =
             EventDefinition { name: "x".into(), schema: json!({"type": 12}), description: None };
         assert!(EventSchemas::compile("customEvents", &[bad]).is_err());
-        let one = EventDefinition { name: "x".into(), schema: json!(true), description: None };
+        let one = EventDefinition::any_payload("x");
         assert!(EventSchemas::compile("customEvents", &[one.clone(), one]).is_err());
     }
 }

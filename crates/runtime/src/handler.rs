@@ -5,17 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cairn_api::ApiError;
-use cairn_api::http_util::{ResponseBody, json_response, parse_json, parse_query, read_body};
+use cairn_http::{ApiError, ResponseBody, json_response, parse_json, parse_query, read_body};
 use cairn_types::ErrorCode;
+use cairn_types::runtime::*;
 use http::request::Parts;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 
-use crate::channel::{ChannelEventInput, ResolveOutputInput, merge_envelope};
+use crate::channel::merge_envelope;
 use crate::cors::Cors;
 use crate::events::{EventDefinition, EventSchemas};
 use crate::runtime::*;
@@ -200,6 +199,33 @@ pub enum Operation {
     ReplayConversation,
 }
 
+impl Operation {
+    /// Every operation, in the order of the routes.
+    pub const ALL: [Operation; 21] = [
+        Operation::CreateConversation,
+        Operation::ListConversations,
+        Operation::HandleChannelEvent,
+        Operation::ResolveChannelOutput,
+        Operation::StartVoiceConversation,
+        Operation::VoiceSocket,
+        Operation::StartVoiceSegment,
+        Operation::SendMessage,
+        Operation::ListEvents,
+        Operation::StreamEvents,
+        Operation::SubmitWidget,
+        Operation::EmitCustomEvent,
+        Operation::EmitJourneyEvent,
+        Operation::EmitIntermediateMessage,
+        Operation::EmitGeneratedPreamble,
+        Operation::CompactConversation,
+        Operation::CloseConversation,
+        Operation::RequestHandoff,
+        Operation::ResumeConversation,
+        Operation::GetSnapshot,
+        Operation::ReplayConversation,
+    ];
+}
+
 /// Finds the operation for a method and a path relative to the base path, with the
 /// conversation id when the path has one.
 pub fn route<'a>(method: &Method, path: &'a str) -> Result<(Operation, Option<&'a str>), ApiError> {
@@ -343,7 +369,7 @@ impl RuntimeHandler {
                     input.agent_id = inner.agent_id.clone();
                 }
                 let conversation = runtime.create_conversation(input).await.map_err(fail)?;
-                Ok(json_response(StatusCode::CREATED, &json!({ "conversation": conversation })))
+                Ok(json_response(StatusCode::CREATED, &ConversationResult { conversation }))
             }
             Operation::ListConversations => {
                 let input: ListConversationsInput = parse_query(query)?;
@@ -427,7 +453,7 @@ impl RuntimeHandler {
             Operation::ListEvents => {
                 let query: AfterOffset = parse_query(query)?;
                 let events = runtime.list_events(&id, query.after_offset).await.map_err(fail)?;
-                Ok(json_response(StatusCode::OK, &json!({ "events": events })))
+                Ok(json_response(StatusCode::OK, &EventsResult { events }))
             }
             Operation::StreamEvents => {
                 let query: AfterOffset = parse_query(query)?;
@@ -540,7 +566,7 @@ impl RuntimeHandler {
                 let body: CloseBody = optional_body(parts, body).await?;
                 let conversation =
                     runtime.close_conversation(&id, body.reason).await.map_err(fail)?;
-                Ok(json_response(StatusCode::OK, &json!({ "conversation": conversation })))
+                Ok(json_response(StatusCode::OK, &ConversationResult { conversation }))
             }
             Operation::RequestHandoff => {
                 let body: HandoffBody = json_body(parts, body).await?;
@@ -569,7 +595,7 @@ impl RuntimeHandler {
             }
             Operation::GetSnapshot => {
                 let snapshot = runtime.get_snapshot(&id).await.map_err(fail)?;
-                Ok(json_response(StatusCode::OK, &json!({ "snapshot": snapshot })))
+                Ok(json_response(StatusCode::OK, &SnapshotResult { snapshot }))
             }
             Operation::ReplayConversation => {
                 let query: AfterOffset = parse_query(query)?;
@@ -624,12 +650,6 @@ impl ErrorMapper {
             }
         }
     }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AfterOffset {
-    after_offset: Option<u64>,
 }
 
 fn strip_base<'a>(path: &'a str, base: &str) -> Option<&'a str> {

@@ -1,6 +1,15 @@
-//! Cairn's conversation runtime: the [`Runtime`] trait, the default runtime
-//! ([`DefaultRuntime`], persistent in Cairn's storage and answering from its memory engine),
-//! and the HTTP handler ([`RuntimeHandler`]) that any hyper or axum server can mount.
+//! Cairn's embeddable conversation runtime: the [`Runtime`] trait, and the HTTP handler
+//! ([`RuntimeHandler`]) that any hyper or axum server can mount in front of a runtime.
+//!
+//! A runtime implements three required capabilities (create a conversation, answer a user
+//! message, list events); every other operation defaults to "not supported", which the
+//! handler answers with 501 `CAPABILITY_NOT_SUPPORTED`. The handler brings the routes, body
+//! and query parsing, the error envelope, CORS, an `authorize` hook, custom and journey
+//! event definitions checked against JSON Schemas, and Server-Sent Events.
+//!
+//! This crate knows `http` types and nothing of Cairn's storage or memory engine: the wire
+//! types come from [`cairn_types::runtime`] (re-exported here), and Cairn's own runtime,
+//! with journeys and answers from memory, lives in `cairn-agents`. See `docs/embedding.md`.
 //!
 //! ```no_run
 //! # async fn example(runtime: std::sync::Arc<dyn cairn_runtime::Runtime>) {
@@ -9,20 +18,25 @@
 //! // In a hyper service: `handler.handle(request).await`.
 //! # }
 //! ```
+//!
+//! Features: `json-schema` (default) checks event payloads against their schemas with the
+//! `jsonschema` crate; `openapi` (default) adds [`openapi::document`], the OpenAPI
+//! description of the handler's routes.
 
 pub mod channel;
 pub mod cors;
-mod default;
 pub mod events;
 pub mod handler;
-pub mod journey;
-pub mod llm;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod runtime;
 mod sse;
-pub mod support;
+
+pub use cairn_http::{ApiError, ResponseBody};
+pub use cairn_types::runtime::*;
+pub use cairn_types::{ErrorEnvelope, Timestamp};
 
 pub use crate::cors::{Cors, CorsOptions};
-pub use crate::default::{DefaultRuntime, RuntimeConfig};
 pub use crate::events::{EventDefinition, EventDefinitions};
 pub use crate::handler::{Authorization, Authorize, HandlerOptions, Operation, RuntimeHandler};
 pub use crate::runtime::*;

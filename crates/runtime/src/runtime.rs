@@ -6,13 +6,9 @@
 //! `CAPABILITY_NOT_SUPPORTED`. A runtime of your own implements what it can.
 
 use async_trait::async_trait;
-use cairn_types::{Conversation, ConversationChannel, OpenPrompt, RuntimeEvent, Snapshot};
-use serde::{Deserialize, Serialize};
+use cairn_types::runtime::*;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
-
-use crate::channel::{ChannelEventInput, ChannelEventResult, ResolveOutputInput};
-use crate::journey::Routing;
 
 /// What a runtime operation can fail with; each maps to one HTTP status and error code.
 #[derive(Debug, thiserror::Error)]
@@ -146,60 +142,6 @@ pub trait Runtime: Send + Sync + 'static {
     }
 }
 
-/// A channel as callers may give it: a name (`"web"`) or the whole record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ChannelInput {
-    Name(String),
-    Channel(ConversationChannel),
-}
-
-impl ChannelInput {
-    pub fn into_channel(self) -> ConversationChannel {
-        match self {
-            ChannelInput::Name(kind) => {
-                ConversationChannel { kind, provider: None, id: None, metadata: None }
-            }
-            ChannelInput::Channel(channel) => channel,
-        }
-    }
-}
-
-/// The body of `POST /conversations`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CreateConversationInput {
-    pub id: Option<String>,
-    pub agent_id: Option<String>,
-    pub channel: Option<ChannelInput>,
-    pub context: Option<Value>,
-}
-
-/// `GET /conversations`: newest first; `after`/`before` are cursors (the `nextCursor` or
-/// `prevCursor` of a page), `afterUpdatedAt`/`beforeUpdatedAt` bound `updatedAt`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ListConversationsInput {
-    pub after: Option<String>,
-    pub before: Option<String>,
-    pub after_updated_at: Option<String>,
-    pub before_updated_at: Option<String>,
-    pub agent_id: Option<String>,
-    pub limit: Option<u32>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConversationList {
-    pub conversations: Vec<Conversation>,
-    /// Pass as `after` for the next (older) page; absent on the last page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-    /// Pass as `before` for the previous (newer) page; absent on the first page.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prev_cursor: Option<String>,
-}
-
 /// A user message for [`Runtime::handle_user_message`].
 #[derive(Debug, Clone, Default)]
 pub struct UserMessageInput {
@@ -213,34 +155,7 @@ pub struct UserMessageInput {
 }
 
 /// The body of `POST /conversations/:id/messages`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SendMessageBody {
-    pub message: String,
-    pub app: Option<Value>,
-    pub channel: Option<ChannelInput>,
-    pub turn: Option<Value>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SendMessageResult {
-    pub text: String,
-    pub events: Vec<RuntimeEvent>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_journey_id: Option<String>,
-}
-
 /// The body of `POST /conversations/:id/widgets`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SubmitWidgetBody {
-    pub prompt_id: String,
-    pub widget_kind: String,
-    #[serde(default)]
-    pub output: Value,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubmitWidgetInput {
     pub conversation_id: String,
@@ -250,14 +165,6 @@ pub struct SubmitWidgetInput {
 }
 
 /// The body of `POST /conversations/:id/custom-events`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CustomEventBody {
-    pub event_name: String,
-    #[serde(default)]
-    pub payload: Value,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct CustomEventInput {
     pub conversation_id: String,
@@ -266,25 +173,7 @@ pub struct CustomEventInput {
 }
 
 /// Where a targeted journey event goes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct JourneyTarget {
-    pub journey_id: Option<String>,
-    pub state_id: Option<String>,
-}
-
 /// The body of `POST /conversations/:id/journey-events`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct JourneyEventBody {
-    pub event_name: String,
-    pub app: Option<Value>,
-    #[serde(default)]
-    pub payload: Value,
-    pub routing: Option<Routing>,
-    pub target: Option<JourneyTarget>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct JourneyEventInput {
     pub conversation_id: String,
@@ -296,13 +185,6 @@ pub struct JourneyEventInput {
 }
 
 /// The body of `POST /conversations/:id/intermediate-messages`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IntermediateMessageBody {
-    pub text: String,
-    pub visible_to_model: Option<bool>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct IntermediateMessageInput {
     pub conversation_id: String,
@@ -311,13 +193,6 @@ pub struct IntermediateMessageInput {
 }
 
 /// The body of `POST /conversations/:id/preambles`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PreambleBody {
-    pub max_words: Option<u32>,
-    pub purpose: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreambleInput {
     pub conversation_id: String,
@@ -326,14 +201,6 @@ pub struct PreambleInput {
 }
 
 /// The body of `POST /conversations/:id/compact`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CompactBody {
-    pub from_offset: Option<u64>,
-    pub to_offset: Option<u64>,
-    pub schema_version: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactInput {
     pub conversation_id: String,
@@ -343,21 +210,7 @@ pub struct CompactInput {
 }
 
 /// The body of `POST /conversations/:id/close`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CloseBody {
-    pub reason: Option<String>,
-}
-
 /// The body of `POST /conversations/:id/handoff`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HandoffBody {
-    pub reason: String,
-    pub summary: Option<String>,
-    pub payload: Option<Value>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct HandoffInput {
     pub conversation_id: String,
@@ -367,13 +220,6 @@ pub struct HandoffInput {
 }
 
 /// The body of `POST /conversations/:id/resume`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ResumeBody {
-    pub reason: Option<String>,
-    pub payload: Option<Value>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumeInput {
     pub conversation_id: String,
@@ -385,64 +231,4 @@ pub struct ResumeInput {
 pub struct ReplayInput {
     pub conversation_id: String,
     pub after_offset: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EventResult {
-    pub event: RuntimeEvent,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EventsResult {
-    pub events: Vec<RuntimeEvent>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JourneyEventResult {
-    pub event: RuntimeEvent,
-    pub events: Vec<RuntimeEvent>,
-    pub snapshot: Snapshot,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PreambleResult {
-    pub events: Vec<RuntimeEvent>,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompactResult {
-    pub events: Vec<RuntimeEvent>,
-    pub snapshot: Snapshot,
-    pub summary: Value,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LifecycleResult {
-    pub conversation: Conversation,
-    pub event: RuntimeEvent,
-}
-
-/// A message as replay shows it, rebuilt from the `message` events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReplayMessage {
-    pub id: String,
-    pub role: String,
-    pub text: String,
-    pub offset: u64,
-    pub aborted: bool,
-    pub intermediate: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReplayResult {
-    pub conversation: Conversation,
-    pub events: Vec<RuntimeEvent>,
-    pub messages: Vec<ReplayMessage>,
-    pub open_prompts: Vec<OpenPrompt>,
-    pub snapshot: Snapshot,
 }

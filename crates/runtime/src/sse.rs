@@ -13,8 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cairn_api::ApiError;
-use cairn_api::http_util::ResponseBody;
+use cairn_http::{ApiError, ResponseBody};
 use cairn_types::{ErrorEnvelope, RuntimeEvent};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body::Frame;

@@ -11,9 +11,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_api::{ApiError, ClientAddr, MemoryApi, ResponseBody};
+mod openapi;
+
+use cairn_api::{ApiError, ClientAddr, MemoryApi, RateClass, ResponseBody};
 use cairn_runtime::{Authorization, Authorize, RuntimeHandler};
-use cairn_types::ErrorCode;
+use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -44,6 +46,8 @@ impl Default for ServerConfig {
     }
 }
 
+pub use crate::openapi::{document as openapi_document, openapi_json};
+
 /// Where the daemon mounts the conversation runtime.
 pub const RUNTIME_BASE_PATH: &str = "/api/runtime";
 
@@ -67,11 +71,21 @@ pub struct MemoryAuthorize {
 #[async_trait::async_trait]
 impl Authorize for MemoryAuthorize {
     async fn authorize(&self, _path: &str, request: &http::request::Parts) -> Authorization {
-        let writes = request.method != http::Method::GET;
-        match self.memory.authorize_parts(request, writes, &self.trusted_origins).await {
+        let (role, class) = runtime_access(&request.method);
+        match self.memory.authorize_parts(request, role, class, &self.trusted_origins).await {
             Ok(_) => Authorization::Allow,
             Err(response) => Authorization::Respond(response),
         }
+    }
+}
+
+/// The role and rate-limit class a runtime request needs in the daemon: `read` to read
+/// (GET), `write` for everything else.
+pub fn runtime_access(method: &http::Method) -> (Role, RateClass) {
+    if method == http::Method::GET {
+        (Role::Read, RateClass::Read)
+    } else {
+        (Role::Write, RateClass::Write)
     }
 }
 

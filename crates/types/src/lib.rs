@@ -15,7 +15,7 @@ mod health;
 mod id;
 mod memory;
 mod outcome;
-mod runtime;
+pub mod runtime;
 mod timestamp;
 
 pub use auth::{ApiKey, Role};

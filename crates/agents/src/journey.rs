@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use cairn_types::runtime::Routing;
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -521,21 +522,6 @@ impl Default for JourneyState {
             context: Value::Object(Map::new()),
         }
     }
-}
-
-/// Which journeys a journey event may move.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Routing {
-    /// Recorded only; no journey sees it.
-    None,
-    /// Only the active state's transition on the event.
-    ActiveJourneyOnly,
-    /// The active state's transition on the event, else a journey it starts.
-    #[default]
-    Full,
-    /// The target journey (the active one if none is named), and the target state if named.
-    Targeted,
 }
 
 /// What happened to a conversation.

@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use super::DefaultRuntime;
 use crate::journey::{Action, Agent, JourneyState, Trigger};
 use crate::llm::ChatMessage;
-use crate::runtime::TextDeltas;
 use crate::support::{
     SupportReference, collect_support_source_links, format_support_references, shorten,
 };
+use cairn_runtime::TextDeltas;
 
 /// What a step produced, ready to commit.
 #[derive(Debug, Default)]

@@ -1,4 +1,4 @@
-//! Mounting Cairn's conversation runtime inside your own hyper server.
+//! Mounting Cairn's default conversation runtime inside your own hyper server.
 //!
 //! The runtime's handler is a function from `http::Request` to `http::Response`, so it
 //! sits beside your own routes: here `/` is the application's and everything under
@@ -6,7 +6,7 @@
 //! application's own rule (an `x-app-user` header).
 //!
 //! ```sh
-//! cargo run -p cairn-runtime --example embed -- /tmp/chat.db
+//! cargo run -p cairn-agents --example embed -- /tmp/chat.db
 //! curl -XPOST -H 'x-app-user: ada' localhost:3000/chat/conversations
 //! ```
 
@@ -14,10 +14,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cairn_api::http_util::{ResponseBody, bytes_response};
-use cairn_runtime::{
-    Authorization, Authorize, DefaultRuntime, HandlerOptions, RuntimeConfig, RuntimeHandler,
-};
+use cairn_agents::{DefaultRuntime, RuntimeConfig};
+use cairn_http::{ResponseBody, bytes_response};
+use cairn_runtime::{Authorization, Authorize, HandlerOptions, RuntimeHandler};
 use cairn_store_sqlite::SqliteStore;
 use http::request::Parts;
 use http::{Request, Response, StatusCode};

@@ -1,6 +1,6 @@
-//! The handler embeds: the example application serves its own routes and the runtime's
-//! side by side over real HTTP, with its own `authorize` rule. Also: a runtime of one's
-//! own that implements only the required capabilities answers 501 for the rest.
+//! The default runtime embeds: the example application serves its own routes and the
+//! runtime's side by side over real HTTP, with its own `authorize` rule; idle event streams
+//! get heartbeats.
 
 #[path = "../examples/embed.rs"]
 mod example;
@@ -8,11 +8,7 @@ mod example;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cairn_runtime::{
-    CreateConversationInput, HandlerOptions, Runtime, RuntimeError, SendMessageResult,
-    UserMessageInput,
-};
-use cairn_types::{Conversation, Lifecycle, RuntimeEvent, Timestamp};
+use cairn_runtime::HandlerOptions;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -87,75 +83,11 @@ async fn the_runtime_serves_beside_the_applications_routes() {
     assert_eq!((other.status, other.text.as_str()), (404, "not here"));
 }
 
-/// A runtime with only the three required capabilities.
-struct Minimal;
-
-#[async_trait::async_trait]
-impl Runtime for Minimal {
-    async fn create_conversation(
-        &self,
-        input: CreateConversationInput,
-    ) -> Result<Conversation, RuntimeError> {
-        let now = Timestamp::now();
-        Ok(Conversation {
-            id: input.id.unwrap_or_else(|| "c1".into()),
-            agent_id: input.agent_id.unwrap_or_else(|| "echo".into()),
-            channel: None,
-            context: Value::Null,
-            lifecycle: Lifecycle::Active,
-            created_at: now,
-            updated_at: now,
-        })
-    }
-
-    async fn handle_user_message(
-        &self,
-        input: UserMessageInput,
-    ) -> Result<SendMessageResult, RuntimeError> {
-        Ok(SendMessageResult { text: input.text, events: Vec::new(), active_journey_id: None })
-    }
-
-    async fn list_events(
-        &self,
-        conversation_id: &str,
-        _after: Option<u64>,
-    ) -> Result<Vec<RuntimeEvent>, RuntimeError> {
-        Err(RuntimeError::ConversationNotFound(conversation_id.to_owned()))
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn optional_capabilities_a_runtime_lacks_answer_501() {
-    let handler = HandlerOptions::new(Arc::new(Minimal)).base_path("/chat").build().unwrap();
-    let base = start(handler).await;
-    let path = "/chat/conversations/c1/messages";
-    let echoed = call(&base, "POST", path, None, json!({"message": "hi"})).await;
-    assert_eq!((echoed.status, echoed.json["text"].as_str()), (200, Some("hi")));
-    for (method, path) in [
-        ("GET", "/chat/conversations"),
-        ("POST", "/chat/conversations/c1/close"),
-        ("GET", "/chat/conversations/c1/snapshot"),
-        ("POST", "/chat/channel-events"),
-    ] {
-        let body = if path.ends_with("channel-events") {
-            json!({"channel": "web", "text": "hi"})
-        } else {
-            Value::Null
-        };
-        let reply = call(&base, method, path, None, body).await;
-        assert_eq!(reply.status, 501, "{method} {path}: {}", reply.text);
-        assert_eq!(reply.json["error"]["code"], "CAPABILITY_NOT_SUPPORTED");
-    }
-    let missing = call(&base, "GET", "/chat/conversations/nope/events", None, Value::Null).await;
-    assert_eq!(missing.status, 404);
-    assert_eq!(missing.json["error"]["code"], "CONVERSATION_NOT_FOUND");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_event_streams_get_comment_heartbeats() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(cairn_store_sqlite::SqliteStore::open(&dir.path().join("c.db")).unwrap());
-    let runtime = cairn_runtime::DefaultRuntime::new(store, None, Default::default());
+    let runtime = cairn_agents::DefaultRuntime::new(store, None, Default::default());
     let handler = HandlerOptions::new(Arc::new(runtime))
         .sse_heartbeat(std::time::Duration::from_millis(50))
         .build()

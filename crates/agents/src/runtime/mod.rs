@@ -1,4 +1,4 @@
-//! The default runtime: conversations and their event log in Cairn's storage, agents and
+//! [`DefaultRuntime`]: conversations and their event log in Cairn's storage, agents and
 //! journeys from definition files, answers from the memory engine, and an optional
 //! OpenAI-compatible language model for the replies.
 //!
@@ -20,12 +20,11 @@ use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Tim
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
+use cairn_runtime::*;
+
 use self::turn::{Input, TurnOutput, message_data};
-use crate::channel::ResolveOutputInput;
-use crate::channel::{ChannelEventInput, ChannelEventNature, ChannelEventResult, Direction};
 use crate::journey::{Agent, Definitions, Trigger};
 use crate::llm::{ChatClient, ChatConfig, ChatMessage};
-use crate::runtime::*;
 use crate::support::shorten;
 
 /// How many events one read of the log returns at most.
@@ -740,7 +739,7 @@ impl Runtime for DefaultRuntime {
         if let Some(app) = &input.app {
             data["app"] = app.clone();
         }
-        if input.routing == crate::journey::Routing::Targeted
+        if input.routing == Routing::Targeted
             && let Some(journey_id) = &target.journey_id
             && self.agent(&conversation).is_none_or(|agent| agent.journey(journey_id).is_none())
         {

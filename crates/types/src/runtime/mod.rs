@@ -1,13 +1,21 @@
-//! The conversation runtime's records: conversations, their event log, snapshots and prompts.
+//! The conversation runtime's wire types: its records (conversations, their event log,
+//! snapshots and prompts), every operation's request and result (`operations`), and the
+//! channel-event inputs (`channel`). A client needs nothing else to speak to a runtime.
+
+mod channel;
+mod operations;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
+pub use self::channel::*;
+pub use self::operations::*;
 use crate::{JsonObject, Timestamp};
 
 /// Where a conversation is in its life. `active` → `handoff` (a human took over) →
 /// `active` (resumed); any → `closed`; resuming reopens a closed conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Lifecycle {
     Active,
@@ -36,7 +44,7 @@ impl Lifecycle {
 
 /// The channel a conversation happens on: `web`, `voice`, `sms`, `email`, … with the
 /// provider and address when a channel adapter knows them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConversationChannel {
     #[serde(rename = "type")]
@@ -47,11 +55,12 @@ pub struct ConversationChannel {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub metadata: Option<JsonObject>,
 }
 
 /// A conversation record, as every operation returns it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Conversation {
     pub id: String,
@@ -66,7 +75,7 @@ pub struct Conversation {
 }
 
 /// One entry of a conversation's ordered log. Offsets start at 0 and have no gaps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeEvent {
     pub id: String,
@@ -79,7 +88,7 @@ pub struct RuntimeEvent {
 }
 
 /// The journey state of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     pub conversation_id: String,
@@ -113,7 +122,7 @@ impl Snapshot {
 }
 
 /// A widget prompt the runtime opened and nobody has answered yet.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenPrompt {
     pub prompt_id: String,

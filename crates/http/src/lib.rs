@@ -1,0 +1,15 @@
+//! What Cairn's HTTP handlers share, so the memory API and the conversation runtime answer
+//! alike: [`ApiError`], the error envelope `{"error": {"code", "message", "status"}}` as a
+//! response; [`read_body`], a request body within a size limit; [`parse_json`] and
+//! [`parse_query`], whose errors name the field at fault; and [`ResponseBody`], the body
+//! type every handler returns.
+//!
+//! It knows `http` and `http-body`, nothing of sockets, servers or either API.
+
+mod body;
+mod error;
+
+pub use crate::body::{
+    ResponseBody, bytes_response, json_response, parse_json, parse_query, read_body,
+};
+pub use crate::error::ApiError;
