@@ -26,10 +26,13 @@ pub(crate) fn run(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let mut daemon = Daemon::start(&root.join("target/debug/cairn"), &data)?;
     let schema = format!("{}/openapi.json", daemon.url);
     eprintln!("$ st run {schema}");
+    let config = root.join("xtask/schemathesis.toml");
     let status = Command::new(st)
+        .arg("--config-file")
+        .arg(config)
         .args(["run", &schema, "--checks", CHECKS])
         // Enough cases to reach every documented status; a minute or two on two cores.
-        .args(["--max-examples", "30", "--phases", "examples,coverage,fuzzing"])
+        .args(["--max-examples", "30", "--phases", "examples,coverage,fuzzing,stateful"])
         .args(["--request-timeout", "10", "--workers", "2", "--seed", "1"])
         .args(["--no-color", "--suppress-health-check", "all"])
         .args(args)

@@ -31,6 +31,8 @@ use crate::routes::ROUTES;
         sync_connector, connector_health, dream_cycle, list_conflicts, resolve_conflict, health,
         openapi,
     ),
+    // Query parameters refer to it, and utoipa registers only what bodies refer to.
+    components(schemas(cairn_types::RetrievalMode)),
     tags(
         (name = "memories", description = "Store, read, change and archive memories"),
         (name = "retrieval", description = "Search and context packs"),

@@ -9,11 +9,29 @@
 
 use cairn_types::ErrorEnvelope;
 use cairn_types::runtime::*;
-use utoipa::OpenApi;
+use utoipa::{OpenApi, ToSchema};
 
-/// The routes' description, with paths relative to the handler's base path.
+/// The routes' description, with paths relative to the handler's base path. Serialize it
+/// with [`to_json`].
 pub fn document() -> utoipa::openapi::OpenApi {
     RuntimeDoc::openapi()
+}
+
+/// A document as pretty JSON with a final newline. utoipa 5.5 writes the fields of
+/// response links in snake case (`operation_id`); OpenAPI spells them `operationId`,
+/// `operationRef` and `requestBody`, and clients that follow links (schemathesis's stateful
+/// tests, generators) read only those. No other object of the document has such keys.
+pub fn to_json(document: &utoipa::openapi::OpenApi) -> String {
+    let mut text = document.to_pretty_json().expect("the OpenAPI document serializes");
+    for (snake, camel) in [
+        ("\"operation_id\": ", "\"operationId\": "),
+        ("\"operation_ref\": ", "\"operationRef\": "),
+        ("\"request_body\": ", "\"requestBody\": "),
+    ] {
+        text = text.replace(snake, camel);
+    }
+    text.push('\n');
+    text
 }
 
 #[derive(OpenApi)]
@@ -43,13 +61,59 @@ pub fn document() -> utoipa::openapi::OpenApi {
 )]
 struct RuntimeDoc;
 
+/// One Server-Sent Event of a conversation's event stream, as an SSE parser reads it (the
+/// `retry:` hint and `: heartbeat` comments carry no data and are not events).
+#[derive(ToSchema)]
+#[allow(dead_code)] // Exists for its schema.
+struct EventFrame {
+    /// `message` for the conversation's events (no `event:` field is sent, so a browser's
+    /// `EventSource.onmessage` gets every one); `error` when the stream ends on an error.
+    #[schema(pattern = "^(message|error)$")]
+    event: String,
+    /// The event's offset; a reconnect sends the last one as `Last-Event-ID`.
+    #[schema(pattern = "^[0-9]+$")]
+    id: Option<String>,
+    /// A `RuntimeEvent` as JSON (for `error`, an `ErrorEnvelope`).
+    #[schema(content_media_type = "application/json")]
+    data: String,
+    retry: Option<u64>,
+}
+
+/// One Server-Sent Event of a streamed reply (`Accept: text/event-stream`).
+#[derive(ToSchema)]
+#[allow(dead_code)] // Exists for its schema.
+struct ReplyFrame {
+    /// `delta` (`{"text"}`: the next piece of the reply), then `result` (the operation's JSON
+    /// result) or `error` (an `ErrorEnvelope`).
+    #[schema(pattern = "^(delta|result|error)$")]
+    event: String,
+    id: Option<String>,
+    /// JSON, as `event` says.
+    #[schema(content_media_type = "application/json")]
+    data: String,
+    retry: Option<u64>,
+}
+
 // The functions below exist for their attributes: the handler answers in `handler.rs`.
 
 /// Creates a conversation (createConversation). An empty body takes every default.
-#[utoipa::path(post, path = "/conversations", tag = "conversations",
+#[utoipa::path(operation_id = "createConversation", post, path = "/conversations", tag = "conversations",
     request_body(content = CreateConversationInput, description = "Optional; `{}` or empty takes the defaults"),
     responses(
-        (status = 201, description = "The new conversation", body = ConversationResult),
+        (status = 201, description = "The new conversation", body = ConversationResult, links(
+            ("sendMessage" = (operation_id = "sendMessage", parameters(("id" = "$response.body#/conversation/id")))),
+            ("listEvents" = (operation_id = "listEvents", parameters(("id" = "$response.body#/conversation/id")))),
+            ("streamEvents" = (operation_id = "streamEvents", parameters(("id" = "$response.body#/conversation/id")))),
+            ("getSnapshot" = (operation_id = "getSnapshot", parameters(("id" = "$response.body#/conversation/id")))),
+            ("replayConversation" = (operation_id = "replayConversation", parameters(("id" = "$response.body#/conversation/id")))),
+            ("emitIntermediateMessage" = (operation_id = "emitIntermediateMessage", parameters(("id" = "$response.body#/conversation/id")))),
+            ("emitGeneratedPreamble" = (operation_id = "emitGeneratedPreamble", parameters(("id" = "$response.body#/conversation/id")))),
+            ("emitJourneyEvent" = (operation_id = "emitJourneyEvent", parameters(("id" = "$response.body#/conversation/id")))),
+            ("compactConversation" = (operation_id = "compactConversation", parameters(("id" = "$response.body#/conversation/id")))),
+            ("requestHandoff" = (operation_id = "requestHandoff", parameters(("id" = "$response.body#/conversation/id")))),
+            ("resumeConversation" = (operation_id = "resumeConversation", parameters(("id" = "$response.body#/conversation/id")))),
+            ("closeConversation" = (operation_id = "closeConversation", parameters(("id" = "$response.body#/conversation/id"))))
+        )),
         (status = 409, description = "The id is taken (`CONFLICT`)", body = ErrorEnvelope),
         (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
         (status = 422, description = "The body is not valid, or the agent is unknown", body = ErrorEnvelope),
@@ -58,7 +122,7 @@ struct RuntimeDoc;
 fn create_conversation() {}
 
 /// Lists conversations, newest first (listConversations); the cursors never skip or repeat one.
-#[utoipa::path(get, path = "/conversations", tag = "conversations", params(ListConversationsInput),
+#[utoipa::path(operation_id = "listConversations", get, path = "/conversations", tag = "conversations", params(ListConversationsInput),
     responses(
         (status = 200, description = "A page of conversations", body = ConversationList),
         (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
@@ -74,12 +138,12 @@ fn list_conversations() {}
 /// `dedupeKey`, or `provider` + `eventId`) is applied once and answered with the first
 /// delivery's events and `duplicate: true`. With `Accept: text/event-stream`, a message's
 /// reply streams as `delta` frames and ends with a `result` frame.
-#[utoipa::path(post, path = "/channel-events", tag = "channels",
+#[utoipa::path(operation_id = "handleChannelEvent", post, path = "/channel-events", tag = "channels",
     request_body = ChannelEventInput,
     responses(
         (status = 200, description = "Applied to an existing conversation, or a redelivery", content(
             (ChannelEventResult = "application/json"),
-            (String = "text/event-stream"),
+            (ReplyFrame = "text/event-stream"),
         )),
         (status = 201, description = "Applied; the event created its conversation", body = ChannelEventResult),
         (status = 404, description = "The named conversation does not exist (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
@@ -92,7 +156,7 @@ fn list_conversations() {}
 fn handle_channel_event() {}
 
 /// Records what became of something sent out on a channel (resolveChannelOutput).
-#[utoipa::path(post, path = "/channel-outputs/resolve", tag = "channels",
+#[utoipa::path(operation_id = "resolveChannelOutput", post, path = "/channel-outputs/resolve", tag = "channels",
     request_body = ResolveOutputInput,
     responses(
         (status = 200, description = "The event that records the resolution", body = EventResult),
@@ -105,7 +169,7 @@ fn handle_channel_event() {}
 fn resolve_channel_output() {}
 
 /// Starts a voice conversation (startVoiceConversation).
-#[utoipa::path(post, path = "/voice/conversations", tag = "voice",
+#[utoipa::path(operation_id = "startVoiceConversation", post, path = "/voice/conversations", tag = "voice",
     request_body(content = Object, description = "Optional: `agentId`, `app`, `client`, `context`, `id`"),
     responses(
         (status = 201, description = "The conversation, its voice segment and the socket to connect to", body = Object),
@@ -117,7 +181,7 @@ fn resolve_channel_output() {}
 fn start_voice_conversation() {}
 
 /// The `service.voice.v1` WebSocket.
-#[utoipa::path(get, path = "/voice/socket", tag = "voice",
+#[utoipa::path(operation_id = "voiceSocket", get, path = "/voice/socket", tag = "voice",
     responses(
         (status = 501, description = "This handler serves no voice socket (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
     ))]
@@ -125,7 +189,7 @@ fn start_voice_conversation() {}
 fn voice_socket() {}
 
 /// Starts a voice segment in a conversation (startVoiceSegment).
-#[utoipa::path(post, path = "/conversations/{id}/voice-segments", tag = "voice",
+#[utoipa::path(operation_id = "startVoiceSegment", post, path = "/conversations/{id}/voice-segments", tag = "voice",
     params(("id" = String, Path, description = "A conversation id")),
     request_body(content = Object, description = "Optional: `app`, `client`"),
     responses(
@@ -142,13 +206,13 @@ fn start_voice_segment() {}
 /// Sends a user message and answers it (sendMessage). With `Accept: text/event-stream`
 /// the reply streams as `delta` frames (`{"text"}`) and ends with a `result` frame holding
 /// this operation's JSON result (or an `error` frame with the envelope).
-#[utoipa::path(post, path = "/conversations/{id}/messages", tag = "steps",
+#[utoipa::path(operation_id = "sendMessage", post, path = "/conversations/{id}/messages", tag = "steps",
     params(("id" = String, Path, description = "A conversation id")),
     request_body = SendMessageBody,
     responses(
         (status = 200, description = "The assistant's turn", content(
             (SendMessageResult = "application/json"),
-            (String = "text/event-stream"),
+            (ReplyFrame = "text/event-stream"),
         )),
         (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
         (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
@@ -159,7 +223,7 @@ fn start_voice_segment() {}
 fn send_message() {}
 
 /// The conversation's events in offset order (listEvents).
-#[utoipa::path(get, path = "/conversations/{id}/events", tag = "conversations",
+#[utoipa::path(operation_id = "listEvents", get, path = "/conversations/{id}/events", tag = "conversations",
     params(("id" = String, Path, description = "A conversation id"), AfterOffset),
     responses(
         (status = 200, description = "The events after `afterOffset`", body = EventsResult),
@@ -172,14 +236,14 @@ fn list_events() {}
 /// The conversation's events as Server-Sent Events (streamEvents): the log after
 /// `afterOffset` (or the `Last-Event-ID` header), then each new event as it is appended,
 /// with `: heartbeat` comments when idle. Each frame is `id: <offset>` and `data: <event>`.
-#[utoipa::path(get, path = "/conversations/{id}/events/stream", tag = "conversations",
+#[utoipa::path(operation_id = "streamEvents", get, path = "/conversations/{id}/events/stream", tag = "conversations",
     params(
         ("id" = String, Path, description = "A conversation id"),
         AfterOffset,
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this offset (an `afterOffset` wins)"),
     ),
     responses(
-        (status = 200, description = "An endless stream of events", content_type = "text/event-stream", body = String),
+        (status = 200, description = "An endless stream of events, one frame each", content_type = "text/event-stream", body = EventFrame),
         (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
         (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
     ))]
@@ -187,7 +251,7 @@ fn list_events() {}
 fn stream_events() {}
 
 /// Answers an open widget prompt (submitWidget).
-#[utoipa::path(post, path = "/conversations/{id}/widgets", tag = "steps",
+#[utoipa::path(operation_id = "submitWidget", post, path = "/conversations/{id}/widgets", tag = "steps",
     params(("id" = String, Path, description = "A conversation id")),
     request_body = SubmitWidgetBody,
     responses(
@@ -203,7 +267,7 @@ fn submit_widget() {}
 
 /// Records an application event (emitCustomEvent); its name and payload must match one
 /// of the handler's custom event definitions.
-#[utoipa::path(post, path = "/conversations/{id}/custom-events", tag = "steps",
+#[utoipa::path(operation_id = "emitCustomEvent", post, path = "/conversations/{id}/custom-events", tag = "steps",
     params(("id" = String, Path, description = "A conversation id")),
     request_body = CustomEventBody,
     responses(
@@ -219,7 +283,7 @@ fn emit_custom_event() {}
 
 /// Sends an event to the conversation's journeys (emitJourneyEvent); its name and payload
 /// must match one of the handler's journey event definitions.
-#[utoipa::path(post, path = "/conversations/{id}/journey-events", tag = "steps",
+#[utoipa::path(operation_id = "emitJourneyEvent", post, path = "/conversations/{id}/journey-events", tag = "steps",
     params(("id" = String, Path, description = "A conversation id")),
     request_body = JourneyEventBody,
     responses(
@@ -235,7 +299,7 @@ fn emit_journey_event() {}
 
 /// Adds an assistant message between turns, e.g. "let me look that up"
 /// (emitIntermediateMessage).
-#[utoipa::path(post, path = "/conversations/{id}/intermediate-messages", tag = "steps",
+#[utoipa::path(operation_id = "emitIntermediateMessage", post, path = "/conversations/{id}/intermediate-messages", tag = "steps",
     params(("id" = String, Path, description = "A conversation id")),
     request_body = IntermediateMessageBody,
     responses(
@@ -250,7 +314,7 @@ fn emit_journey_event() {}
 fn emit_intermediate_message() {}
 
 /// Writes and appends a short preamble for the turn being prepared (emitGeneratedPreamble).
-#[utoipa::path(post, path = "/conversations/{id}/preambles", tag = "steps",
+#[utoipa::path(operation_id = "emitGeneratedPreamble", post, path = "/conversations/{id}/preambles", tag = "steps",
     params(("id" = String, Path, description = "A conversation id")),
     request_body(content = PreambleBody, description = "Optional"),
     responses(
@@ -266,7 +330,7 @@ fn emit_generated_preamble() {}
 
 /// Summarises a range of the log into the snapshot (compactConversation); the log itself
 /// is kept whole.
-#[utoipa::path(post, path = "/conversations/{id}/compact", tag = "lifecycle",
+#[utoipa::path(operation_id = "compactConversation", post, path = "/conversations/{id}/compact", tag = "lifecycle",
     params(("id" = String, Path, description = "A conversation id")),
     request_body(content = CompactBody, description = "Optional"),
     responses(
@@ -280,7 +344,7 @@ fn emit_generated_preamble() {}
 fn compact_conversation() {}
 
 /// Closes a conversation (closeConversation); closing a closed one changes nothing.
-#[utoipa::path(post, path = "/conversations/{id}/close", tag = "lifecycle",
+#[utoipa::path(operation_id = "closeConversation", post, path = "/conversations/{id}/close", tag = "lifecycle",
     params(("id" = String, Path, description = "A conversation id")),
     request_body(content = CloseBody, description = "Optional"),
     responses(
@@ -295,7 +359,7 @@ fn close_conversation() {}
 
 /// Hands the conversation to a person (requestHandoff); the agent stays silent until it
 /// is resumed.
-#[utoipa::path(post, path = "/conversations/{id}/handoff", tag = "lifecycle",
+#[utoipa::path(operation_id = "requestHandoff", post, path = "/conversations/{id}/handoff", tag = "lifecycle",
     params(("id" = String, Path, description = "A conversation id")),
     request_body = HandoffBody,
     responses(
@@ -310,7 +374,7 @@ fn close_conversation() {}
 fn request_handoff() {}
 
 /// Gives the conversation back to the agent, or reopens a closed one (resumeConversation).
-#[utoipa::path(post, path = "/conversations/{id}/resume", tag = "lifecycle",
+#[utoipa::path(operation_id = "resumeConversation", post, path = "/conversations/{id}/resume", tag = "lifecycle",
     params(("id" = String, Path, description = "A conversation id")),
     request_body(content = ResumeBody, description = "Optional"),
     responses(
@@ -324,7 +388,7 @@ fn request_handoff() {}
 fn resume_conversation() {}
 
 /// The conversation's journey state (getSnapshot).
-#[utoipa::path(get, path = "/conversations/{id}/snapshot", tag = "conversations",
+#[utoipa::path(operation_id = "getSnapshot", get, path = "/conversations/{id}/snapshot", tag = "conversations",
     params(("id" = String, Path, description = "A conversation id")),
     responses(
         (status = 200, description = "The snapshot", body = SnapshotResult),
@@ -337,7 +401,7 @@ fn get_snapshot() {}
 
 /// The conversation rebuilt from its log (replayConversation): its messages, open prompts
 /// and snapshot.
-#[utoipa::path(get, path = "/conversations/{id}/replay", tag = "conversations",
+#[utoipa::path(operation_id = "replayConversation", get, path = "/conversations/{id}/replay", tag = "conversations",
     params(("id" = String, Path, description = "A conversation id"), AfterOffset),
     responses(
         (status = 200, description = "The replay", body = ReplayResult),
@@ -373,5 +437,16 @@ mod tests {
             }
         }
         assert_eq!(documented.len(), crate::Operation::ALL.len());
+    }
+
+    /// A new conversation links to the operations on it, in the spelling OpenAPI defines.
+    #[test]
+    fn links_from_a_new_conversation_are_spelled_as_openapi_says() {
+        let json: serde_json::Value = serde_json::from_str(&to_json(&document())).unwrap();
+        let links = &json["paths"]["/conversations"]["post"]["responses"]["201"]["links"];
+        let send = &links["sendMessage"];
+        assert_eq!(send["operationId"], "sendMessage");
+        assert_eq!(send["parameters"]["id"], "$response.body#/conversation/id");
+        assert!(!to_json(&document()).contains("operation_id"));
     }
 }

@@ -44,7 +44,8 @@ pub fn document() -> OpenApi {
     document
 }
 
-static DOCUMENT: LazyLock<Bytes> = LazyLock::new(|| cairn_api::openapi::to_json(&document()));
+static DOCUMENT: LazyLock<Bytes> =
+    LazyLock::new(|| Bytes::from(cairn_runtime::openapi::to_json(&document())));
 
 /// The whole document as JSON, as served and committed.
 pub fn openapi_json() -> Bytes {
