@@ -94,6 +94,47 @@ struct ReplyFrame {
     retry: Option<u64>,
 }
 
+// The errors most routes share.
+
+/// 404 `CONVERSATION_NOT_FOUND`.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)")]
+#[allow(dead_code)]
+struct NoConversation(ErrorEnvelope);
+
+/// 409 `CONVERSATION_CLOSED`.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)")]
+#[allow(dead_code)]
+struct Closed(ErrorEnvelope);
+
+/// 413 `PAYLOAD_TOO_LARGE`.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 413, description = "The body is over the size limit (`PAYLOAD_TOO_LARGE`)")]
+#[allow(dead_code)]
+struct TooLarge(ErrorEnvelope);
+
+/// 422 `VALIDATION_ERROR` for a body.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 422, description = "The body is not valid (`VALIDATION_ERROR`)")]
+#[allow(dead_code)]
+struct InvalidBody(ErrorEnvelope);
+
+/// 422 `VALIDATION_ERROR` for a query or header.
+#[derive(utoipa::IntoResponses)]
+#[response(status = 422, description = "A parameter is not valid (`VALIDATION_ERROR`)")]
+#[allow(dead_code)]
+struct InvalidQuery(ErrorEnvelope);
+
+/// 501 `CAPABILITY_NOT_SUPPORTED`.
+#[derive(utoipa::IntoResponses)]
+#[response(
+    status = 501,
+    description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)"
+)]
+#[allow(dead_code)]
+struct NotSupported(ErrorEnvelope);
+
 // The functions below exist for their attributes: the handler answers in `handler.rs`.
 
 /// Creates a conversation (createConversation). An empty body takes every default.
@@ -115,7 +156,7 @@ struct ReplyFrame {
             ("closeConversation" = (operation_id = "closeConversation", parameters(("id" = "$response.body#/conversation/id"))))
         )),
         (status = 409, description = "The id is taken (`CONFLICT`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        TooLarge,
         (status = 422, description = "The body is not valid, or the agent is unknown", body = ErrorEnvelope),
     ))]
 #[allow(dead_code)]
@@ -125,7 +166,7 @@ fn create_conversation() {}
 #[utoipa::path(operation_id = "listConversations", get, path = "/conversations", tag = "conversations", params(ListConversationsInput),
     responses(
         (status = 200, description = "A page of conversations", body = ConversationList),
-        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
+        InvalidQuery,
         (status = 501, description = "The runtime cannot list (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
     ))]
 #[allow(dead_code)]
@@ -147,8 +188,8 @@ fn list_conversations() {}
         )),
         (status = 201, description = "Applied; the event created its conversation", body = ChannelEventResult),
         (status = 404, description = "The named conversation does not exist (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        Closed,
+        TooLarge,
         (status = 422, description = "The event is not valid for its kind", body = ErrorEnvelope),
         (status = 501, description = "The runtime takes no channel events (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
     ))]
@@ -160,10 +201,10 @@ fn handle_channel_event() {}
     request_body = ResolveOutputInput,
     responses(
         (status = 200, description = "The event that records the resolution", body = EventResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        NoConversation,
+        TooLarge,
         (status = 422, description = "The body is not valid, or the event is not in the conversation", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn resolve_channel_output() {}
@@ -173,8 +214,8 @@ fn resolve_channel_output() {}
     request_body(content = Object, description = "Optional: `agentId`, `app`, `client`, `context`, `id`"),
     responses(
         (status = 201, description = "The conversation, its voice segment and the socket to connect to", body = Object),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
+        TooLarge,
+        InvalidBody,
         (status = 501, description = "The runtime has no voice (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
     ))]
 #[allow(dead_code)]
@@ -194,10 +235,10 @@ fn voice_socket() {}
     request_body(content = Object, description = "Optional: `app`, `client`"),
     responses(
         (status = 201, description = "The voice segment and the socket to connect to", body = Object),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
+        InvalidBody,
         (status = 501, description = "The runtime has no voice (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
     ))]
 #[allow(dead_code)]
@@ -214,10 +255,10 @@ fn start_voice_segment() {}
             (SendMessageResult = "application/json"),
             (ReplyFrame = "text/event-stream"),
         )),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
+        InvalidBody,
     ))]
 #[allow(dead_code)]
 fn send_message() {}
@@ -227,8 +268,8 @@ fn send_message() {}
     params(("id" = String, Path, description = "A conversation id"), AfterOffset),
     responses(
         (status = 200, description = "The events after `afterOffset`", body = EventsResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
+        NoConversation,
+        InvalidQuery,
     ))]
 #[allow(dead_code)]
 fn list_events() {}
@@ -244,8 +285,8 @@ fn list_events() {}
     ),
     responses(
         (status = 200, description = "An endless stream of events, one frame each", content_type = "text/event-stream", body = EventFrame),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
+        NoConversation,
+        InvalidQuery,
     ))]
 #[allow(dead_code)]
 fn stream_events() {}
@@ -258,9 +299,9 @@ fn stream_events() {}
         (status = 200, description = "The event that records the answer", body = EventResult),
         (status = 404, description = "No such conversation or prompt (`CONVERSATION_NOT_FOUND`, `PROMPT_NOT_FOUND`)", body = ErrorEnvelope),
         (status = 409, description = "The conversation is closed, or the prompt was answered (`CONVERSATION_CLOSED`, `CONFLICT`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn submit_widget() {}
@@ -272,11 +313,11 @@ fn submit_widget() {}
     request_body = CustomEventBody,
     responses(
         (status = 201, description = "The recorded event", body = EventResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
         (status = 422, description = "Undefined event, or the payload does not match its schema", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn emit_custom_event() {}
@@ -288,11 +329,11 @@ fn emit_custom_event() {}
     request_body = JourneyEventBody,
     responses(
         (status = 201, description = "The event, what the journeys did, and the state after", body = JourneyEventResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
         (status = 422, description = "Undefined event, a payload that does not match, or an unknown target", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn emit_journey_event() {}
@@ -304,11 +345,11 @@ fn emit_journey_event() {}
     request_body = IntermediateMessageBody,
     responses(
         (status = 201, description = "The appended events", body = EventsResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn emit_intermediate_message() {}
@@ -319,11 +360,11 @@ fn emit_intermediate_message() {}
     request_body(content = PreambleBody, description = "Optional"),
     responses(
         (status = 201, description = "The preamble and its events", body = PreambleResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn emit_generated_preamble() {}
@@ -335,10 +376,10 @@ fn emit_generated_preamble() {}
     request_body(content = CompactBody, description = "Optional"),
     responses(
         (status = 200, description = "The summary, its event and the snapshot after", body = CompactResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn compact_conversation() {}
@@ -349,10 +390,10 @@ fn compact_conversation() {}
     request_body(content = CloseBody, description = "Optional"),
     responses(
         (status = 200, description = "The conversation after", body = ConversationResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn close_conversation() {}
@@ -364,11 +405,11 @@ fn close_conversation() {}
     request_body = HandoffBody,
     responses(
         (status = 200, description = "The conversation after and the event", body = LifecycleResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 409, description = "The conversation is closed (`CONVERSATION_CLOSED`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        Closed,
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn request_handoff() {}
@@ -379,10 +420,10 @@ fn request_handoff() {}
     request_body(content = ResumeBody, description = "Optional"),
     responses(
         (status = 200, description = "The conversation after and the event", body = LifecycleResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "The body is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        TooLarge,
+        InvalidBody,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn resume_conversation() {}
@@ -392,9 +433,9 @@ fn resume_conversation() {}
     params(("id" = String, Path, description = "A conversation id")),
     responses(
         (status = 200, description = "The snapshot", body = SnapshotResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        InvalidQuery,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn get_snapshot() {}
@@ -405,9 +446,9 @@ fn get_snapshot() {}
     params(("id" = String, Path, description = "A conversation id"), AfterOffset),
     responses(
         (status = 200, description = "The replay", body = ReplayResult),
-        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
-        (status = 422, description = "A parameter is not valid", body = ErrorEnvelope),
-        (status = 501, description = "Not supported by this runtime (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        NoConversation,
+        InvalidQuery,
+        NotSupported,
     ))]
 #[allow(dead_code)]
 fn replay_conversation() {}
