@@ -117,6 +117,98 @@ pub enum SourceType {
     OperatorSurface,
 }
 
+/// The seed's input builders: one constructor per kind of channel event, the rest of the
+/// fields left empty (set them on the returned value, or with the setters below).
+impl ChannelEventInput {
+    /// A channel event of any kind on `channel` (createChannelEventInput).
+    pub fn new(kind: ChannelEventNature, channel: impl Into<ChannelInput>) -> ChannelEventInput {
+        ChannelEventInput {
+            kind: Some(kind),
+            channel: Some(channel.into()),
+            ..ChannelEventInput::default()
+        }
+    }
+
+    /// A message someone sent on `channel` (createMessageChannelEventInput).
+    pub fn message(channel: impl Into<ChannelInput>, text: impl Into<String>) -> ChannelEventInput {
+        ChannelEventInput {
+            text: Some(text.into()),
+            direction: Some(Direction::Inbound),
+            ..ChannelEventInput::new(ChannelEventNature::Message, channel)
+        }
+    }
+
+    /// An object a provider reported, such as a delivery receipt
+    /// (createProviderObjectChannelEventInput).
+    pub fn provider_object(
+        channel: impl Into<ChannelInput>,
+        provider: impl Into<String>,
+        object: Value,
+    ) -> ChannelEventInput {
+        ChannelEventInput {
+            provider: Some(provider.into()),
+            provider_object: Some(object),
+            ..ChannelEventInput::new(ChannelEventNature::ProviderObject, channel)
+        }
+    }
+
+    /// A finished turn of a voice call (createVoiceTurnChannelEventInput); the channel is
+    /// `voice`.
+    pub fn voice_turn(transcript: impl Into<String>) -> ChannelEventInput {
+        ChannelEventInput {
+            transcript: Some(transcript.into()),
+            ..ChannelEventInput::new(ChannelEventNature::VoiceTurn, "voice")
+        }
+    }
+
+    /// A request to contact someone on `channel` (createOutboundContactChannelEventInput).
+    pub fn outbound_contact(channel: impl Into<ChannelInput>) -> ChannelEventInput {
+        ChannelEventInput {
+            direction: Some(Direction::Outbound),
+            ..ChannelEventInput::new(ChannelEventNature::OutboundContact, channel)
+        }
+    }
+
+    /// An event a scheduler fires (createScheduledChannelEventInput).
+    pub fn scheduled(channel: impl Into<ChannelInput>) -> ChannelEventInput {
+        ChannelEventInput::new(ChannelEventNature::Scheduled, channel)
+    }
+
+    /// What became of an output sent on `channel` (createChannelOutputResolutionEventInput).
+    pub fn output_resolution(
+        channel: impl Into<ChannelInput>,
+        status: impl Into<String>,
+    ) -> ChannelEventInput {
+        ChannelEventInput {
+            status: Some(status.into()),
+            ..ChannelEventInput::new(ChannelEventNature::OutputResolution, channel)
+        }
+    }
+
+    /// A conversation handed to `channel`, e.g. from the web to a phone line
+    /// (createChannelHandoffEventInput).
+    pub fn handoff(channel: impl Into<ChannelInput>) -> ChannelEventInput {
+        ChannelEventInput::new(ChannelEventNature::Handoff, channel)
+    }
+
+    /// An operator's review of a handoff (createChannelHandoffReviewEventInput).
+    pub fn handoff_review(channel: impl Into<ChannelInput>) -> ChannelEventInput {
+        ChannelEventInput::new(ChannelEventNature::HandoffReview, channel)
+    }
+
+    /// The conversation the event belongs to (a new one is created when absent).
+    pub fn in_conversation(mut self, conversation_id: impl Into<String>) -> ChannelEventInput {
+        self.conversation_id = Some(conversation_id.into());
+        self
+    }
+
+    /// What makes a redelivery the same event: it is applied once.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> ChannelEventInput {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
 impl ChannelEventInput {
     /// The variant: `kind` or `nature`, else a message when there is text to read.
     pub fn nature(&self) -> Result<ChannelEventNature, String> {
@@ -242,5 +334,27 @@ mod tests {
         assert_eq!(input.idempotency_key().as_deref(), Some("provider:twilio:SM1"));
         let input: ChannelEventInput = serde_json::from_value(json!({"eventId": "SM1"})).unwrap();
         assert_eq!(input.idempotency_key(), None);
+    }
+
+    #[test]
+    fn builders_make_valid_events_of_their_kind() {
+        let message = ChannelEventInput::message("sms", "hi").in_conversation("conv_1");
+        assert_eq!(message.validate(), Ok(ChannelEventNature::Message));
+        assert_eq!(message.conversation_id.as_deref(), Some("conv_1"));
+        assert_eq!(ChannelEventInput::voice_turn("hello").validate(), Ok(ChannelEventNature::VoiceTurn));
+        let receipt = ChannelEventInput::provider_object("sms", "twilio", json!({"sid": "SM1"}));
+        assert_eq!(receipt.validate(), Ok(ChannelEventNature::ProviderObject));
+        for (input, kind) in [
+            (ChannelEventInput::outbound_contact("email"), ChannelEventNature::OutboundContact),
+            (ChannelEventInput::scheduled("web"), ChannelEventNature::Scheduled),
+            (ChannelEventInput::output_resolution("sms", "delivered"), ChannelEventNature::OutputResolution),
+            (ChannelEventInput::handoff("voice"), ChannelEventNature::Handoff),
+            (ChannelEventInput::handoff_review("web"), ChannelEventNature::HandoffReview),
+        ] {
+            assert_eq!(input.validate(), Ok(kind));
+        }
+        let body = serde_json::to_value(ChannelEventInput::message("web", "hi")).unwrap();
+        let back: ChannelEventInput = serde_json::from_value(body).unwrap();
+        assert_eq!(back.kind, Some(ChannelEventNature::Message));
     }
 }

@@ -16,6 +16,24 @@ pub enum ChannelInput {
     Channel(ConversationChannel),
 }
 
+impl From<&str> for ChannelInput {
+    fn from(kind: &str) -> ChannelInput {
+        ChannelInput::Name(kind.to_owned())
+    }
+}
+
+impl From<String> for ChannelInput {
+    fn from(kind: String) -> ChannelInput {
+        ChannelInput::Name(kind)
+    }
+}
+
+impl From<ConversationChannel> for ChannelInput {
+    fn from(channel: ConversationChannel) -> ChannelInput {
+        ChannelInput::Channel(channel)
+    }
+}
+
 impl ChannelInput {
     pub fn into_channel(self) -> ConversationChannel {
         match self {
