@@ -66,7 +66,9 @@ impl Daemon {
             .append(true)
             .open(data_dir.join("daemon.log"))
             .expect("log file");
-        let mut child = cairn_command(data_dir, "serve", &["--port", "0"])
+        // Port 0 picks a free port, unless the test names one (to restart at the same URL).
+        let port: &[&str] = if args.contains(&"--port") { &[] } else { &["--port", "0"] };
+        let mut child = cairn_command(data_dir, "serve", port)
             .args(args)
             .envs(envs.iter().copied())
             .stdout(Stdio::piped())
@@ -80,10 +82,8 @@ impl Daemon {
             .trim()
             .strip_prefix("cairn listening on ")
             .unwrap_or_else(|| {
-                panic!(
-                    "unexpected first line from cairn serve: {line:?}; see {}",
-                    data_dir.join("daemon.log").display()
-                )
+                let log = std::fs::read_to_string(data_dir.join("daemon.log")).unwrap_or_default();
+                panic!("unexpected first line from cairn serve: {line:?}; its log:\n{log}")
             })
             .to_owned();
         let client = Client::builder(TokioExecutor::new()).build_http();
@@ -92,6 +92,10 @@ impl Daemon {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Body<'_>) -> Reply {

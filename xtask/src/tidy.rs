@@ -25,11 +25,13 @@ const LAYERS: &[(&str, u8)] = &[
 ];
 
 /// Crates whose Cairn dependencies are limited further than by layer: the runtime is
-/// embedded in other servers and must pull no storage, engine or API.
+/// embedded in other servers and must pull no storage, engine or API; the client is the
+/// wire types and HTTP.
 const CAIRN_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("cairn-types", &[]),
     ("cairn-http", &["cairn-types"]),
     ("cairn-runtime", &["cairn-types", "cairn-http"]),
+    ("cairn-client", &["cairn-types"]),
 ];
 
 /// The most crates `cargo tree -p cairn-runtime -e normal` may list (default features).

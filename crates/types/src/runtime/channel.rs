@@ -341,13 +341,19 @@ mod tests {
         let message = ChannelEventInput::message("sms", "hi").in_conversation("conv_1");
         assert_eq!(message.validate(), Ok(ChannelEventNature::Message));
         assert_eq!(message.conversation_id.as_deref(), Some("conv_1"));
-        assert_eq!(ChannelEventInput::voice_turn("hello").validate(), Ok(ChannelEventNature::VoiceTurn));
+        assert_eq!(
+            ChannelEventInput::voice_turn("hello").validate(),
+            Ok(ChannelEventNature::VoiceTurn)
+        );
         let receipt = ChannelEventInput::provider_object("sms", "twilio", json!({"sid": "SM1"}));
         assert_eq!(receipt.validate(), Ok(ChannelEventNature::ProviderObject));
         for (input, kind) in [
             (ChannelEventInput::outbound_contact("email"), ChannelEventNature::OutboundContact),
             (ChannelEventInput::scheduled("web"), ChannelEventNature::Scheduled),
-            (ChannelEventInput::output_resolution("sms", "delivered"), ChannelEventNature::OutputResolution),
+            (
+                ChannelEventInput::output_resolution("sms", "delivered"),
+                ChannelEventNature::OutputResolution,
+            ),
             (ChannelEventInput::handoff("voice"), ChannelEventNature::Handoff),
             (ChannelEventInput::handoff_review("web"), ChannelEventNature::HandoffReview),
         ] {
