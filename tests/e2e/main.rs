@@ -2,11 +2,13 @@
 //! data directory and talks to it over HTTP, as a user's agent would.
 
 mod auth;
+mod cli;
 mod client;
 mod connectors;
 mod dream;
 mod governance;
 mod guards;
+mod hooks;
 mod memories;
 mod retrieval;
 mod retrieval_semantic;

@@ -176,6 +176,19 @@ pub fn cairn_command(data_dir: &Path, subcommand: &str, args: &[&str]) -> Comman
     command
 }
 
+/// Runs a command to completion with `input` on its standard input.
+pub fn run_with_input(command: &mut Command, input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cairn runs");
+    child.stdin.take().expect("stdin is piped").write_all(input.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("cairn finishes")
+}
+
 /// Runs a `cairn` command to completion and returns its output.
 pub fn run_cairn(
     data_dir: &Path,
@@ -192,11 +205,15 @@ pub fn run_cairn(
 impl Daemon {
     /// Runs a client subcommand of `cairn` (such as `connectors`) against this daemon.
     pub fn run_client(&self, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_cairn"))
-            .args(args)
-            .env("CAIRN_URL", &self.base_url)
-            .output()
-            .expect("cairn runs")
+        self.run_client_with_input(args, "")
+    }
+
+    /// Runs a client subcommand with `input` on its standard input.
+    pub fn run_client_with_input(&self, args: &[&str], input: &str) -> std::process::Output {
+        run_with_input(
+            Command::new(env!("CARGO_BIN_EXE_cairn")).args(args).env("CAIRN_URL", &self.base_url),
+            input,
+        )
     }
 }
 

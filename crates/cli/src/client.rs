@@ -1,77 +1,110 @@
-//! A small JSON client of the daemon's HTTP API, for the CLI's client subcommands.
+//! How the client subcommands reach the daemon (through `cairn-client`), and how their
+//! failures read: an API error is its code and message, an unreachable daemon one line
+//! naming the URL.
 
-use anyhow::{Context as _, bail};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Method;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use serde_json::Value;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use cairn_client::{Client, ClientOptions, Error};
+use serde::Serialize;
 
 /// Where the daemon is and how to authenticate, shared by every client subcommand.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ClientArgs {
     /// The daemon's address.
     #[arg(long, env = "CAIRN_URL", default_value = "http://127.0.0.1:8787")]
-    url: String,
+    pub url: String,
     /// An API key (not needed by a solo daemon).
     #[arg(long, env = "CAIRN_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
+    pub api_key: Option<String>,
 }
 
-#[derive(Clone)]
-pub(crate) struct Client {
-    base_url: String,
-    api_key: Option<String>,
-    http: HyperClient<HttpConnector, Full<Bytes>>,
+impl ClientArgs {
+    /// A client of the daemon; calls may take up to `timeout`.
+    pub(crate) fn connect_with(&self, timeout: Duration) -> anyhow::Result<Client> {
+        let mut options = ClientOptions::new(&self.url).timeout(timeout);
+        options.api_key = self.api_key.clone();
+        Ok(Client::new(options)?)
+    }
+
+    pub(crate) fn connect(&self) -> anyhow::Result<Client> {
+        self.connect_with(Duration::from_secs(60))
+    }
 }
 
-impl Client {
-    pub(crate) fn new(args: &ClientArgs) -> Client {
-        let http = HyperClient::builder(TokioExecutor::new()).build_http();
-        Client {
-            base_url: args.url.trim_end_matches('/').to_owned(),
-            api_key: args.api_key.clone(),
-            http,
-        }
+/// Prints a failure on stderr as one line a person can act on, and says how to exit.
+pub(crate) fn report(error: &anyhow::Error) -> ExitCode {
+    match error.downcast_ref::<Error>() {
+        Some(Error::Api(api)) => eprintln!("error: {}: {}", api.code, api.message),
+        Some(Error::Transport { url, source }) => eprintln!(
+            "error: cannot reach the Cairn daemon at {} ({source}); is `cairn serve` running?",
+            origin(url)
+        ),
+        Some(Error::Timeout { url, timeout }) => eprintln!(
+            "error: the Cairn daemon at {} did not answer within {timeout:?}",
+            origin(url)
+        ),
+        _ => eprintln!("error: {error:#}"),
+    }
+    ExitCode::FAILURE
+}
+
+/// `http://host:port` of a request URL.
+fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    url[after_scheme..].find('/').map_or(url, |slash| &url[..after_scheme + slash])
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub(crate) fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// ANSI styles, only when stdout is a terminal and `NO_COLOR` is not set.
+pub(crate) struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    pub(crate) fn stdout() -> Paint {
+        Paint::when(std::io::IsTerminal::is_terminal(&std::io::stdout()))
     }
 
-    pub(crate) async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.send(Method::GET, path, None).await
+    pub(crate) fn stderr() -> Paint {
+        Paint::when(std::io::IsTerminal::is_terminal(&std::io::stderr()))
     }
 
-    pub(crate) async fn post(&self, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        self.send(Method::POST, path, body).await
+    fn when(terminal: bool) -> Paint {
+        Paint { on: terminal && std::env::var_os("NO_COLOR").is_none() }
     }
 
-    pub(crate) async fn delete(&self, path: &str) -> anyhow::Result<Value> {
-        self.send(Method::DELETE, path, None).await
+    fn style(&self, code: &str, text: &str) -> String {
+        if self.on { format!("\x1b[{code}m{text}\x1b[0m") } else { text.to_owned() }
     }
 
-    /// Sends a request; a non-2xx answer becomes an error carrying the envelope's message.
-    async fn send(&self, method: Method, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let url = format!("{}{path}", self.base_url);
-        let mut request = hyper::Request::builder()
-            .method(method.clone())
-            .uri(&url)
-            .header("content-type", "application/json");
-        if let Some(key) = &self.api_key {
-            request = request.header("x-api-key", key);
-        }
-        let body = body.map(|value| Bytes::from(value.to_string())).unwrap_or_default();
-        let response =
-            self.http.request(request.body(Full::new(body))?).await.with_context(|| {
-                format!("cannot reach the daemon at {}; is `cairn serve` running?", self.base_url)
-            })?;
-        let status = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
-        let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        if !status.is_success() {
-            let code = value["error"]["code"].as_str().unwrap_or("ERROR");
-            let message = value["error"]["message"].as_str().unwrap_or("no message");
-            bail!("{method} {path} failed with {status}: {code}: {message}");
-        }
-        Ok(value)
+    pub(crate) fn dim(&self, text: &str) -> String {
+        self.style("2", text)
+    }
+
+    pub(crate) fn bold(&self, text: &str) -> String {
+        self.style("1", text)
+    }
+
+    pub(crate) fn red(&self, text: &str) -> String {
+        self.style("31", text)
+    }
+
+    pub(crate) fn yellow(&self, text: &str) -> String {
+        self.style("33", text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn origins_of_request_urls() {
+        assert_eq!(super::origin("http://127.0.0.1:8787/api/health"), "http://127.0.0.1:8787");
+        assert_eq!(super::origin("https://cairn.example"), "https://cairn.example");
     }
 }

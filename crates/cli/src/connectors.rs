@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use cairn_client::Client;
+use cairn_client::types::{ConnectorKind, NewConnector, Scope, SyncReport};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::{Value, json};
 
-use crate::client::{Client, ClientArgs};
+use crate::client::ClientArgs;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum ConnectorsCommand {
@@ -21,8 +22,9 @@ pub(crate) enum ConnectorsCommand {
         /// The repository its memories belong to [default: the folder's name].
         #[arg(long)]
         repo: Option<String>,
-        #[arg(long, value_parser = ["repo", "user", "global", "task"])]
-        scope: Option<String>,
+        /// repo, user, global or task [default: repo].
+        #[arg(long)]
+        scope: Option<Scope>,
         /// Git: how many of the newest commits to import.
         #[arg(long)]
         max_commits: Option<u32>,
@@ -52,74 +54,60 @@ pub(crate) async fn run(command: ConnectorsCommand) -> anyhow::Result<()> {
     match command {
         ConnectorsCommand::Add { kind, path, name, repo, scope, max_commits, client } => {
             let path = std::path::absolute(&path)?;
-            let mut body = json!({"kind": kind, "path": path});
-            for (field, value) in [("name", name), ("repo", repo), ("scope", scope)] {
-                if let Some(value) = value {
-                    body[field] = Value::String(value);
-                }
-            }
-            if let Some(max_commits) = max_commits {
-                body["maxCommits"] = json!(max_commits);
-            }
-            let connector = Client::new(&client).post("/api/connectors", Some(body)).await?;
-            println!(
-                "added {} ({} {})",
-                text(&connector["id"]),
-                text(&connector["kind"]),
-                text(&connector["path"])
-            );
-            println!("sync it with `cairn connectors sync {}`", text(&connector["id"]));
+            let kind = if kind == "git" { ConnectorKind::Git } else { ConnectorKind::Folder };
+            let connector = NewConnector {
+                kind,
+                path: path.to_string_lossy().into_owned(),
+                name,
+                scope,
+                repo,
+                max_commits,
+            };
+            let connector = client.connect()?.add_connector(&connector).await?;
+            println!("added {} ({} {})", connector.id, connector.kind.as_str(), connector.path);
+            println!("sync it with `cairn connectors sync {}`", connector.id);
         }
         ConnectorsCommand::List { client } => {
-            let client = Client::new(&client);
-            let list = client.get("/api/connectors").await?;
-            let connectors = list["connectors"].as_array().cloned().unwrap_or_default();
-            if connectors.is_empty() {
+            let client = client.connect()?;
+            let list = client.list_connectors().await?;
+            if list.connectors.is_empty() {
                 println!("no connectors; add one with `cairn connectors add folder PATH`");
             }
-            for connector in connectors {
-                let health = client
-                    .get(&format!("/api/connectors/{}/health", text(&connector["id"])))
-                    .await?;
+            for connector in list.connectors {
+                let health = client.connector_health(&connector.id).await?;
                 println!(
                     "{}  {:<6}  {}  {}  {}  {} memories",
-                    text(&connector["id"]),
-                    text(&connector["kind"]),
-                    text(&connector["name"]),
-                    text(&connector["path"]),
-                    text(&health["status"]),
-                    health["memories"],
+                    connector.id,
+                    connector.kind.as_str(),
+                    connector.name,
+                    connector.path,
+                    health.status,
+                    health.memories,
                 );
             }
         }
         ConnectorsCommand::Sync { id, client } => {
-            let client = Client::new(&client);
+            // A large source takes a while: the progress bar shows it moving.
+            let client = client.connect_with(Duration::from_secs(24 * 3600))?;
             let report = sync_with_progress(&client, &id).await?;
-            if report["status"] == "error" {
-                anyhow::bail!("sync of {id} failed: {}", text(&report["error"]));
+            if report.status == "error" {
+                anyhow::bail!("sync of {id} failed: {}", report.error.unwrap_or_default());
             }
             println!(
                 "synced {id}: imported {}, updated {}, unchanged {}, archived {}, skipped {}",
-                report["imported"],
-                report["updated"],
-                report["unchanged"],
-                report["archived"],
-                report["skipped"]
+                report.imported, report.updated, report.unchanged, report.archived, report.skipped
             );
         }
         ConnectorsCommand::Remove { id, client } => {
-            let removed = Client::new(&client).delete(&format!("/api/connectors/{id}")).await?;
-            println!(
-                "removed {id}; archived {} memories (restorable)",
-                removed["archivedMemories"]
-            );
+            let removed = client.connect()?.remove_connector(&id).await?;
+            println!("removed {id}; archived {} memories (restorable)", removed.archived_memories);
         }
     }
     Ok(())
 }
 
 /// Runs the sync request while polling the connector's health for progress.
-async fn sync_with_progress(client: &Client, id: &str) -> anyhow::Result<Value> {
+async fn sync_with_progress(client: &Client, id: &str) -> anyhow::Result<SyncReport> {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template(
@@ -130,25 +118,17 @@ async fn sync_with_progress(client: &Client, id: &str) -> anyhow::Result<Value> 
     );
     bar.set_message(id.to_owned());
     let sync = {
-        let (client, path) = (client.clone(), format!("/api/connectors/{id}/sync"));
-        tokio::spawn(async move { client.post(&path, None).await })
+        let (client, id) = (client.clone(), id.to_owned());
+        tokio::spawn(async move { client.sync_connector(&id).await })
     };
-    let health_path = format!("/api/connectors/{id}/health");
     while !sync.is_finished() {
-        let progress = client.get(&health_path).await.map(|health| health["progress"].clone());
-        if let Ok(progress) = progress
-            && let (Some(done), Some(total)) =
-                (progress["done"].as_u64(), progress["total"].as_u64())
+        if let Ok(Some(progress)) = client.connector_health(id).await.map(|health| health.progress)
         {
-            bar.set_length(total);
-            bar.set_position(done);
+            bar.set_length(progress.total);
+            bar.set_position(progress.done);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bar.finish_and_clear();
-    sync.await?
-}
-
-fn text(value: &Value) -> String {
-    value.as_str().map_or_else(|| value.to_string(), str::to_owned)
+    Ok(sync.await??)
 }

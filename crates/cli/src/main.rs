@@ -1,10 +1,16 @@
-//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys.
+//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys; the
+//! other subcommands are clients of a running daemon (through `cairn-client`).
 
 mod client;
 mod connectors;
+mod conversations;
+mod hook;
 mod keys;
+mod memories;
 mod model;
 mod serve;
+
+use std::process::ExitCode;
 
 use std::path::PathBuf;
 
@@ -31,6 +37,38 @@ enum Command {
     /// Adds, lists, syncs and removes connectors through the running daemon.
     #[command(subcommand)]
     Connectors(connectors::ConnectorsCommand),
+    /// Stores, lists, shows, edits, archives and restores memories.
+    #[command(subcommand)]
+    Memories(memories::MemoriesCommand),
+    /// Searches memories.
+    Search(memories::SearchArgs),
+    /// Prints the context pack for a task.
+    Context(memories::ContextArgs),
+    /// Prints the context for a task and the files it touches.
+    CodingContext(memories::CodingContextArgs),
+    /// Checks an action before running it: exit 0 when allowed, 2 when blocked.
+    Guard(memories::GuardArgs),
+    /// Records how a command went, so a failure warns the next time.
+    Outcome(memories::OutcomeArgs),
+    /// Records and reads patch evidence.
+    #[command(subcommand)]
+    Evidence(memories::EvidenceCommand),
+    /// The review queue: memories awaiting a decision.
+    #[command(subcommand)]
+    Review(memories::ReviewCommand),
+    /// Lists and resolves conflicting memories.
+    #[command(subcommand)]
+    Conflicts(memories::ConflictsCommand),
+    /// Runs the dream cycle: merges near-duplicates, marks stale memories, finds conflicts.
+    Dream(memories::DreamArgs),
+    /// Lists, starts, shows and closes conversations.
+    #[command(subcommand)]
+    Conversations(conversations::ConversationsCommand),
+    /// Talks with an agent in the terminal.
+    Chat(conversations::ChatArgs),
+    /// Agent hooks (Claude Code's format): guards before shell commands, outcomes after.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
 }
 
 /// Where the database lives, shared by every subcommand that opens it.
@@ -63,7 +101,7 @@ impl DataDirArg {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -72,11 +110,31 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    match cli.command {
-        Command::Serve(args) => runtime.block_on(serve::run(*args)),
-        Command::Keys(command) => runtime.block_on(keys::run(command)),
-        Command::Connectors(command) => runtime.block_on(connectors::run(command)),
-        Command::Model(command) => runtime.block_on(model::run(command)),
-    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return client::report(&error.into()),
+    };
+    let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => done(serve::run(*args).await),
+            Command::Keys(command) => done(keys::run(command).await),
+            Command::Connectors(command) => done(connectors::run(command).await),
+            Command::Model(command) => done(model::run(command).await),
+            Command::Memories(command) => memories::memories(command).await,
+            Command::Search(args) => memories::search(args).await,
+            Command::Context(args) => memories::context(args).await,
+            Command::CodingContext(args) => memories::coding_context(args).await,
+            Command::Guard(args) => memories::guard(args).await,
+            Command::Outcome(args) => memories::outcome(args).await,
+            Command::Evidence(command) => memories::evidence(command).await,
+            Command::Review(command) => memories::review(command).await,
+            Command::Conflicts(command) => memories::conflicts(command).await,
+            Command::Dream(args) => memories::dream(args).await,
+            Command::Conversations(command) => conversations::conversations(command).await,
+            Command::Chat(args) => conversations::chat(args).await,
+            Command::Hook(command) => hook::run(command).await,
+        }
+    });
+    outcome.unwrap_or_else(|error| client::report(&error))
 }

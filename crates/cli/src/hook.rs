@@ -1,0 +1,210 @@
+//! `cairn hook pre-tool-use` and `cairn hook post-tool-use`: agent hooks in Claude Code's
+//! format (Codex CLI speaks the same), for shell commands.
+//!
+//! Before a command runs, its guard is asked: a blocker refuses it (exit 2, the reason on
+//! stderr, which the agent reads as the denial); warnings go to the agent as additional
+//! context. After it ran (`PostToolUse` for a success, `PostToolUseFailure` for a failure,
+//! whose `error` starts with `Exit code N`), its outcome is recorded, so a command that
+//! failed warns the next time. Cairn's own failure (daemon down, a timeout, a payload it
+//! cannot read) never blocks the agent: it says so on stderr and allows.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use cairn_client::types::{GuardRequest, OutcomeRequest};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::client::ClientArgs;
+use crate::memories::describe;
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum HookCommand {
+    /// Before a tool runs: asks the guard about shell commands; exit 2 blocks.
+    PreToolUse(HookArgs),
+    /// After a tool ran (PostToolUse or PostToolUseFailure): records the command's outcome.
+    PostToolUse(HookArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct HookArgs {
+    /// The repository the commands belong to [default: the name of the git root of the
+    /// hook's `cwd`].
+    #[arg(long, env = "CAIRN_REPO")]
+    repo: Option<String>,
+    /// How long to wait for the daemon before letting the command through.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// The parts of a hook event Cairn reads; everything else is ignored, as new fields appear.
+#[derive(Debug, Default, Deserialize)]
+struct HookEvent {
+    #[serde(default)]
+    hook_event_name: Option<String>,
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_input: Value,
+    #[serde(default)]
+    tool_response: Value,
+    /// PostToolUseFailure: what went wrong; for shells, `Exit code N` then the output.
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    is_interrupt: Option<bool>,
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+/// The tools whose input is a shell command.
+const SHELL_TOOLS: &[&str] = &["Bash", "PowerShell", "shell", "local_shell", "exec_command"];
+
+pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
+    let (before, args) = match command {
+        HookCommand::PreToolUse(args) => (true, args),
+        HookCommand::PostToolUse(args) => (false, args),
+    };
+    let mut input = String::new();
+    if let Err(error) = std::io::stdin().read_to_string(&mut input) {
+        return Ok(allow(&format!("cannot read the hook event: {error}")));
+    }
+    let event: HookEvent = match serde_json::from_str(&input) {
+        Ok(event) => event,
+        Err(error) => {
+            return Ok(allow(&format!("the hook event is not JSON it can read: {error}")));
+        }
+    };
+    let Some(command) = shell_command(&event) else { return Ok(ExitCode::SUCCESS) };
+    let repo = args.repo.clone().or_else(|| event.cwd.as_deref().and_then(git_root_name));
+    let client = match args.client.connect_with(args.timeout) {
+        Ok(client) => client,
+        Err(error) => return Ok(allow(&format!("{error:#}"))),
+    };
+    if before {
+        let verdict = client.guard(&GuardRequest { action: command.to_owned(), repo }).await;
+        let verdict = match verdict {
+            Ok(verdict) => verdict,
+            Err(error) => return Ok(allow(&error.to_string())),
+        };
+        if !verdict.allowed {
+            for blocker in &verdict.blockers {
+                eprintln!("Cairn blocked this command: {}", describe(blocker));
+            }
+            return Ok(ExitCode::from(2));
+        }
+        if !verdict.warnings.is_empty() {
+            let warnings: Vec<String> = verdict.warnings.iter().map(describe).collect();
+            let context = format!("Cairn warns about `{command}`: {}", warnings.join("; "));
+            let output = json!({
+                "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}
+            });
+            println!("{output}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(exit_code) = exit_code(&event) else { return Ok(ExitCode::SUCCESS) };
+    let outcome = OutcomeRequest { command: command.to_owned(), exit_code, task: None, repo };
+    if let Err(error) = client.record_outcome(&outcome).await {
+        eprintln!("cairn: the outcome was not recorded: {error}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Lets the tool run, saying why Cairn could not help.
+fn allow(reason: &str) -> ExitCode {
+    eprintln!("cairn: {reason}; the command is allowed without a guard check");
+    ExitCode::SUCCESS
+}
+
+fn shell_command(event: &HookEvent) -> Option<&str> {
+    let tool = event.tool_name.as_deref()?;
+    if !SHELL_TOOLS.contains(&tool) {
+        return None;
+    }
+    let command = match &event.tool_input["command"] {
+        Value::String(command) => command.as_str(),
+        // Some agents pass the command as an argument vector; the last part is the script.
+        Value::Array(parts) => parts.last()?.as_str()?,
+        _ => return None,
+    };
+    Some(command).filter(|command| !command.trim().is_empty())
+}
+
+/// How the command ended: 0 for a success; for a failure, the `Exit code N` of its error
+/// (1 when the error has none); `None` when it was interrupted, which says nothing about
+/// the command.
+fn exit_code(event: &HookEvent) -> Option<i32> {
+    if event.is_interrupt == Some(true) || event.tool_response["interrupted"] == true {
+        return None;
+    }
+    // Agents that report the code themselves (Codex's tool responses may carry it).
+    for key in ["exit_code", "exitCode", "returncode"] {
+        if let Some(code) = event.tool_response[key].as_i64() {
+            return i32::try_from(code).ok();
+        }
+    }
+    if event.hook_event_name.as_deref() == Some("PostToolUseFailure") || event.error.is_some() {
+        let first_line =
+            event.error.as_deref().unwrap_or_default().lines().next().unwrap_or_default();
+        let code =
+            first_line.trim().strip_prefix("Exit code ").and_then(|code| code.trim().parse().ok());
+        return Some(code.unwrap_or(1));
+    }
+    Some(0)
+}
+
+/// The name of the git repository `cwd` is in: its root directory's name.
+fn git_root_name(cwd: &str) -> Option<String> {
+    let mut directory = Some(Path::new(cwd));
+    while let Some(current) = directory {
+        if current.join(".git").exists() {
+            return current.file_name().map(|name| name.to_string_lossy().into_owned());
+        }
+        directory = current.parent();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(value: Value) -> HookEvent {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn exit_codes_from_successes_failures_and_interruptions() {
+        let success = event(json!({"hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_response": {"stdout": "", "stderr": "", "interrupted": false, "isImage": false}}));
+        assert_eq!(exit_code(&success), Some(0));
+        let failure = event(json!({"hook_event_name": "PostToolUseFailure", "tool_name": "Bash",
+            "error": "Exit code 2\nmake: *** [deploy] Error 2", "is_interrupt": false}));
+        assert_eq!(exit_code(&failure), Some(2));
+        let unstarted =
+            event(json!({"hook_event_name": "PostToolUseFailure", "error": "spawn failed"}));
+        assert_eq!(exit_code(&unstarted), Some(1));
+        let interrupted =
+            event(json!({"hook_event_name": "PostToolUseFailure", "is_interrupt": true}));
+        assert_eq!(exit_code(&interrupted), None);
+        let codex =
+            event(json!({"hook_event_name": "PostToolUse", "tool_response": {"exit_code": 3}}));
+        assert_eq!(exit_code(&codex), Some(3));
+    }
+
+    #[test]
+    fn only_shell_commands_are_checked() {
+        let bash = event(json!({"tool_name": "Bash", "tool_input": {"command": "ls"}}));
+        assert_eq!(shell_command(&bash), Some("ls"));
+        let write = event(json!({"tool_name": "Write", "tool_input": {"file_path": "a"}}));
+        assert_eq!(shell_command(&write), None);
+        let argv =
+            event(json!({"tool_name": "shell", "tool_input": {"command": ["bash", "-lc", "ls"]}}));
+        assert_eq!(shell_command(&argv), Some("ls"));
+    }
+}

@@ -1,0 +1,154 @@
+//! The `cairn` client subcommands against the real daemon: the forms the README gives,
+//! `--json` for scripts, exit codes, errors on stderr, and `cairn chat` answering a form.
+
+use serde_json::Value;
+
+use crate::util::Daemon;
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Runs a command that must succeed and returns its standard output.
+fn ok(daemon: &Daemon, args: &[&str]) -> String {
+    let output = daemon.run_client(args);
+    assert!(output.status.success(), "cairn {args:?}: {}{}", stdout(&output), stderr(&output));
+    stdout(&output)
+}
+
+fn json(daemon: &Daemon, args: &[&str]) -> Value {
+    let text = ok(daemon, args);
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("cairn {args:?}: {error}: {text}"))
+}
+
+#[tokio::test]
+async fn memories_search_and_context_from_the_command_line() {
+    let daemon = Daemon::start();
+    let created = json(
+        &daemon,
+        &[
+            "memories",
+            "add",
+            "Use pnpm, not npm, in this repo.",
+            "--scope",
+            "repo",
+            "--repo",
+            "shop",
+            "--tag",
+            "tooling",
+            "--tag",
+            "js",
+            "--json",
+        ],
+    );
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["scope"], "repo");
+    assert_eq!(created["tags"], serde_json::json!(["tooling", "js"]));
+
+    let list = json(&daemon, &["memories", "list", "--scope", "repo", "--limit", "10", "--json"]);
+    assert_eq!((list["total"].as_u64(), list["limit"].as_u64()), (Some(1), Some(10)));
+    assert_eq!(list["memories"][0]["id"], id.as_str());
+    let human = ok(&daemon, &["memories", "list"]);
+    assert!(human.contains(&id) && human.contains("Use pnpm"), "{human}");
+    assert_eq!(
+        json(&daemon, &["memories", "get", &id, "--json"])["content"],
+        "Use pnpm, not npm, in this repo."
+    );
+    assert!(ok(&daemon, &["memories", "get", &id]).contains("repo shop"));
+
+    let edited = json(&daemon, &["memories", "edit", &id, "--status", "stale", "--json"]);
+    assert_eq!(edited["status"], "stale");
+    ok(&daemon, &["memories", "archive", &id]);
+    assert_eq!(json(&daemon, &["memories", "list", "--json"])["total"], 0);
+    assert!(json(&daemon, &["memories", "restore", &id, "--json"])["archivedAt"].is_null());
+    ok(&daemon, &["memories", "edit", &id, "--status", "active"]);
+
+    let found = json(&daemon, &["search", "pnpm", "--repo", "shop", "--json"]);
+    assert_eq!(found["hits"][0]["memory"]["id"], id.as_str());
+    let context = ok(
+        &daemon,
+        &["context", "install dependencies with pnpm", "--repo", "shop", "--budget", "200"],
+    );
+    assert!(context.starts_with("- ") && context.contains("Use pnpm"), "{context}");
+}
+
+#[tokio::test]
+async fn guard_exit_codes_and_errors_on_stderr() {
+    let daemon = Daemon::start();
+    let allowed = daemon.run_client(&["guard", "ls -la"]);
+    assert_eq!(allowed.status.code(), Some(0), "{}", stderr(&allowed));
+    let blocked = daemon.run_client(&["guard", "rm -rf /"]);
+    assert_eq!(blocked.status.code(), Some(2));
+    assert!(stderr(&blocked).starts_with("blocked: "), "{}", stderr(&blocked));
+
+    ok(&daemon, &["outcome", "make deploy", "--exit-code", "2", "--repo", "shop"]);
+    let warned = daemon.run_client(&["guard", "make deploy", "--repo", "shop"]);
+    assert_eq!(warned.status.code(), Some(0));
+    assert!(
+        stderr(&warned).contains("warning: ") && stderr(&warned).contains("PREVIOUSLY_FAILED"),
+        "{}",
+        stderr(&warned)
+    );
+
+    let missing = daemon.run_client(&["memories", "get", "mem_nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let message = stderr(&missing);
+    assert!(message.starts_with("error: MEMORY_NOT_FOUND: "), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let down = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["search", "anything", "--url", &closed])
+        .output()
+        .unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    let message = stderr(&down);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(message.contains(&format!("cannot reach the Cairn daemon at {closed}")), "{message}");
+}
+
+#[tokio::test]
+async fn review_conflicts_dream_evidence_and_conversations() {
+    let daemon = Daemon::start();
+    assert!(ok(&daemon, &["review", "list"]).contains("nothing to review"));
+    assert!(
+        json(&daemon, &["conflicts", "list", "--json"])["conflicts"].as_array().unwrap().is_empty()
+    );
+    assert_eq!(json(&daemon, &["dream", "--dry-run", "--json"])["dryRun"], true);
+    let evidence = json(
+        &daemon,
+        &["evidence", "record", "switch to pnpm", "--file", "package.json", "--json"],
+    );
+    let pack = ok(&daemon, &["evidence", "pack", "switch to pnpm"]);
+    assert!(pack.contains(evidence["evidenceId"].as_str().unwrap()), "{pack}");
+
+    let conversation = ok(&daemon, &["conversations", "create"]).trim().to_owned();
+    assert!(conversation.starts_with("conv_"), "{conversation}");
+    assert!(ok(&daemon, &["conversations", "list"]).contains(&conversation));
+    let events = ok(&daemon, &["conversations", "events", &conversation, "--json"]);
+    assert_eq!(serde_json::from_str::<Value>(events.lines().next().unwrap()).unwrap()["offset"], 0);
+    ok(&daemon, &["conversations", "close", &conversation]);
+    assert!(ok(&daemon, &["conversations", "show", &conversation]).contains("closed"));
+}
+
+#[tokio::test]
+async fn chat_streams_replies_and_asks_open_prompts_as_questions() {
+    let daemon = Daemon::start();
+    let input = "I would like to book a demo\nAda\nada@example.com\n/quit\n";
+    let output = daemon.run_client_with_input(&["chat"], input);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}{}", stderr(&output));
+    assert!(text.contains("agent: Happy to set that up"), "{text}");
+    assert!(text.contains("name:") && text.contains("email:"), "{text}");
+    assert!(text.contains("Thanks Ada, we will write to ada@example.com"), "{text}");
+    let list = json(&daemon, &["conversations", "list", "--json"]);
+    let id = list["conversations"][0]["id"].as_str().unwrap();
+    let replay = json(&daemon, &["conversations", "show", id, "--json"]);
+    assert!(replay["openPrompts"].as_array().unwrap().is_empty(), "{replay}");
+}

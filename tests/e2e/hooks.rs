@@ -1,0 +1,129 @@
+//! `cairn hook pre-tool-use|post-tool-use` fed real Claude Code hook payloads: a blocked
+//! command exits 2 with the reason on stderr, a failed command warns the next time it is
+//! about to run in the same repository, and Cairn's own failure never blocks.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::util::{Daemon, run_with_input};
+
+fn hook(url: &str, event: &str, payload: &Value) -> std::process::Output {
+    run_with_input(
+        Command::new(env!("CARGO_BIN_EXE_cairn")).args(["hook", event]).env("CAIRN_URL", url),
+        &payload.to_string(),
+    )
+}
+
+/// A PreToolUse payload for a Bash command, as Claude Code sends it.
+fn pre_tool_use(command: &str, cwd: &str) -> Value {
+    json!({
+        "session_id": "abc123",
+        "prompt_id": "550e8400-e29b-41d4-a716-446655440000",
+        "transcript_path": "/home/user/.claude/projects/x/transcript.jsonl",
+        "cwd": cwd,
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "Run it", "timeout": 120000, "run_in_background": false},
+        "tool_use_id": "toolu_01ABC123"
+    })
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn guards_block_before_and_outcomes_warn_after() {
+    let daemon = Daemon::start();
+    let url = daemon.base_url().to_owned();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("shop");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(repo.join("web/src")).unwrap();
+    let cwd = repo.join("web/src").to_string_lossy().into_owned();
+
+    // A destructive command is refused: exit 2, the reason on stderr.
+    let blocked = hook(&url, "pre-tool-use", &pre_tool_use("rm -rf /", &cwd));
+    assert_eq!(blocked.status.code(), Some(2), "{}", text(&blocked.stderr));
+    assert!(
+        text(&blocked.stderr).starts_with("Cairn blocked this command: "),
+        "{}",
+        text(&blocked.stderr)
+    );
+
+    // An ordinary one passes silently.
+    let fine = hook(&url, "pre-tool-use", &pre_tool_use("make deploy", &cwd));
+    assert_eq!((fine.status.code(), fine.stdout.is_empty()), (Some(0), true));
+
+    // It fails (PostToolUseFailure carries `Exit code N` in `error`): the outcome is kept
+    // for the repository the cwd is in.
+    let failure = json!({
+        "session_id": "abc123",
+        "transcript_path": "/home/user/.claude/projects/x/transcript.jsonl",
+        "cwd": cwd,
+        "permission_mode": "default",
+        "hook_event_name": "PostToolUseFailure",
+        "tool_name": "Bash",
+        "tool_input": {"command": "make deploy", "description": "Deploy"},
+        "tool_use_id": "toolu_01ABC124",
+        "error": "Exit code 2\nmake: *** [deploy] Error 2",
+        "is_interrupt": false,
+        "duration_ms": 4187
+    });
+    let recorded = hook(&url, "post-tool-use", &failure);
+    assert_eq!(recorded.status.code(), Some(0), "{}", text(&recorded.stderr));
+    let guard = daemon.post("/api/guard", json!({"action": "make deploy", "repo": "shop"})).await;
+    assert_eq!(guard.body["warnings"][0]["code"], "PREVIOUSLY_FAILED", "{:?}", guard.body);
+
+    // Next time, the agent is told before it runs it again (allowed, with context).
+    let warned = hook(&url, "pre-tool-use", &pre_tool_use("make deploy", &cwd));
+    assert_eq!(warned.status.code(), Some(0));
+    let output: Value = serde_json::from_slice(&warned.stdout).expect("a JSON decision");
+    let context = output["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert_eq!(output["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+    assert!(context.contains("PREVIOUSLY_FAILED") && context.contains("make deploy"), "{context}");
+
+    // Other tools are not Cairn's business.
+    let write = json!({"hook_event_name": "PreToolUse", "tool_name": "Write", "cwd": cwd,
+        "tool_input": {"file_path": "/etc/passwd", "content": "x"}});
+    let ignored = hook(&url, "pre-tool-use", &write);
+    assert_eq!((ignored.status.code(), ignored.stdout.is_empty()), (Some(0), true));
+
+    // Once it succeeds (PostToolUse), it stops warning.
+    let success = json!({
+        "session_id": "abc123", "cwd": cwd, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "make deploy"},
+        "tool_response": {"stdout": "deployed", "stderr": "", "interrupted": false, "isImage": false},
+        "tool_use_id": "toolu_01ABC125"
+    });
+    assert_eq!(hook(&url, "post-tool-use", &success).status.code(), Some(0));
+    let quiet = hook(&url, "pre-tool-use", &pre_tool_use("make deploy", &cwd));
+    assert_eq!((quiet.status.code(), text(&quiet.stdout)), (Some(0), String::new()));
+}
+
+#[tokio::test]
+async fn cairns_own_failures_never_block_the_agent() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let down = hook(&closed, "pre-tool-use", &pre_tool_use("rm -rf /", "/tmp"));
+    assert_eq!(down.status.code(), Some(0));
+    assert!(text(&down.stderr).contains("allowed without a guard check"), "{}", text(&down.stderr));
+
+    let garbage = run_with_input(
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["hook", "pre-tool-use"])
+            .env("CAIRN_URL", &closed),
+        "this is not json",
+    );
+    assert_eq!(garbage.status.code(), Some(0));
+    let after = hook(
+        &closed,
+        "post-tool-use",
+        &json!({"hook_event_name": "PostToolUseFailure",
+        "tool_name": "Bash", "tool_input": {"command": "make"}, "error": "Exit code 1"}),
+    );
+    assert_eq!(after.status.code(), Some(0));
+}
