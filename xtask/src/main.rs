@@ -1,6 +1,6 @@
 //! Cairn's development tasks (the cargo-xtask pattern): `cargo xtask ci|openapi|bench|tidy`.
 
-mod schemathesis;
+mod python;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ cargo xtask <task>
 
 tasks:
   ci                 everything CI checks: fmt, clippy -D warnings, tests, OpenAPI drift, tidy,
-                     schemathesis
+                     the MCP SDK check, schemathesis
   openapi [--check]  regenerate docs/openapi.json from the code (--check: fail if it drifted)
   bench [ARGS]       release-build and run the benchmarks against DESIGN.md's budgets
                      (ARGS go to cairn-bench, e.g. --quick)
@@ -21,7 +21,8 @@ tasks:
                      full text, semantic and fused (options go to `cairn-bench eval`)
   tidy               layering, docs and file-header checks, the runtime's crate budget
   schemathesis [ARGS] fuzz the real daemon over its whole OpenAPI document (schemathesis
-                     from PyPI, into target/schemathesis; ARGS go to `st run`)
+                     from PyPI, into target/python; ARGS go to `st run`)
+  mcp                the official MCP Python SDK against `cairn mcp` and the daemon's /mcp
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -41,7 +42,8 @@ fn main() -> anyhow::Result<()> {
             cargo(&command, &[])
         }
         "tidy" => tidy::run(&root),
-        "schemathesis" => schemathesis::run(&root, &rest),
+        "schemathesis" => python::schemathesis(&root, &rest),
+        "mcp" => python::mcp(&root),
         "" | "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(())
@@ -57,7 +59,8 @@ fn ci() -> anyhow::Result<()> {
     cargo(&["test", "--workspace", "--locked"], &[])?;
     openapi(true)?;
     tidy::run(&workspace_root())?;
-    schemathesis::run(&workspace_root(), &[])?;
+    python::mcp(&workspace_root())?;
+    python::schemathesis(&workspace_root(), &[])?;
     println!("xtask ci: all checks passed");
     Ok(())
 }

@@ -13,13 +13,14 @@ const LAYERS: &[(&str, u8)] = &[
     ("cairn-http", 1),
     ("cairn-store", 1),
     ("cairn-runtime", 2),
+    ("cairn-client", 2),
     ("cairn-store-sqlite", 2),
     ("cairn-memory", 2),
     ("cairn-api", 3),
     ("cairn-embed", 3),
     ("cairn-agents", 3),
+    ("cairn-mcp", 3),
     ("cairn-server", 5),
-    ("cairn-client", 5),
     ("cairn-cli", 6),
     ("cairn-bench", 6),
 ];
@@ -32,6 +33,7 @@ const CAIRN_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("cairn-http", &["cairn-types"]),
     ("cairn-runtime", &["cairn-types", "cairn-http"]),
     ("cairn-client", &["cairn-types"]),
+    ("cairn-mcp", &["cairn-client"]),
 ];
 
 /// The most crates `cargo tree -p cairn-runtime -e normal` may list (default features).
@@ -46,6 +48,7 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("ureq", &["cairn-agents", "cairn-embed"]),
     ("candle-core", &["cairn-embed"]),
     ("jsonwebtoken", &["cairn-api"]),
+    ("rmcp", &["cairn-mcp"]),
 ];
 
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {

@@ -69,6 +69,14 @@ enum Command {
     /// Agent hooks (Claude Code's format): guards before shell commands, outcomes after.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// A Model Context Protocol server on stdio, with Cairn's memory tools.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct McpArgs {
+    #[command(flatten)]
+    client: client::ClientArgs,
 }
 
 /// Where the database lives, shared by every subcommand that opens it.
@@ -103,9 +111,12 @@ impl DataDirArg {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The daemon says what it does; a client command speaks only when something is wrong.
+    let quiet = !matches!(cli.command, Command::Serve(_) | Command::Keys(_) | Command::Model(_));
+    let level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -134,6 +145,11 @@ fn main() -> ExitCode {
             Command::Conversations(command) => conversations::conversations(command).await,
             Command::Chat(args) => conversations::chat(args).await,
             Command::Hook(command) => hook::run(command).await,
+            Command::Mcp(args) => {
+                let client = args.client.connect_with(std::time::Duration::from_secs(600))?;
+                cairn_mcp::serve_stdio(client).await.map_err(|error| anyhow::anyhow!(error))?;
+                Ok(ExitCode::SUCCESS)
+            }
         }
     });
     outcome.unwrap_or_else(|error| client::report(&error))

@@ -130,12 +130,11 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let memory = MemoryApi::new(engine.clone(), config);
     let runtime = runtime_handler(&args.runtime, store.clone(), engine.clone(), memory.clone())?;
-    let services = Services { memory, runtime: Some(runtime) };
-
     let address = SocketAddr::new(args.host, args.port);
     let listener =
         TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
     let local = listener.local_addr()?;
+    let services = Services { memory, runtime: Some(runtime), mcp: Some(mcp_http(local)?) };
     tracing::info!(database = %database.display(), profile = %args.profile, "storage ready");
     println!("cairn listening on http://{local}");
     let dreams =
@@ -146,6 +145,20 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     engine.settled().await;
     Ok(())
+}
+
+/// The MCP tools at `/mcp`: a client of this very daemon, on loopback, which carries each
+/// caller's credentials to the API.
+fn mcp_http(local: SocketAddr) -> anyhow::Result<cairn_mcp::McpHttp> {
+    let loopback = match local.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv6() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let own = SocketAddr::new(loopback, local.port());
+    let options = cairn_client::ClientOptions::new(format!("http://{own}"))
+        .timeout(std::time::Duration::from_secs(600));
+    Ok(cairn_mcp::McpHttp::new(cairn_client::Client::new(options)?))
 }
 
 /// Turns on semantic retrieval as configured, and says in the log which mode is active.

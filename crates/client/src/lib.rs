@@ -154,6 +154,7 @@ impl std::fmt::Debug for Client {
     }
 }
 
+#[derive(Clone)]
 struct Inner {
     base_url: String,
     runtime_path: String,
@@ -202,6 +203,16 @@ impl Client {
         let runtime_path = options.runtime_path.trim_end_matches('/').to_owned();
         let inner = Inner { base_url, runtime_path, headers, timeout: options.timeout, http };
         Ok(Client { inner: Arc::new(inner) })
+    }
+
+    /// The same client (sharing its connections) sending `headers` too, replacing any of
+    /// the same name: e.g. another caller's credentials.
+    pub fn with_headers(&self, headers: HeaderMap) -> Client {
+        let mut inner = Inner::clone(&self.inner);
+        for (name, value) in &headers {
+            inner.headers.insert(name, value.clone());
+        }
+        Client { inner: Arc::new(inner) }
     }
 
     /// The service's base URL.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 mod openapi;
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, RateClass, ResponseBody};
+use cairn_mcp::McpHttp;
 use cairn_runtime::{Authorization, Authorize, RuntimeHandler};
 use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
@@ -52,13 +53,17 @@ pub use crate::openapi::{document as openapi_document, openapi_json};
 pub const RUNTIME_BASE_PATH: &str = "/api/runtime";
 
 /// The handlers the daemon serves: the conversation runtime, when there is one, for the
-/// paths under its base path (the daemon's is [`RUNTIME_BASE_PATH`]), the memory API for
-/// the rest.
+/// paths under its base path (the daemon's is [`RUNTIME_BASE_PATH`]), the MCP server at
+/// [`MCP_PATH`], the memory API for the rest.
 #[derive(Clone)]
 pub struct Services {
     pub memory: MemoryApi,
     pub runtime: Option<RuntimeHandler>,
+    pub mcp: Option<McpHttp>,
 }
+
+/// Where the daemon serves its MCP tools over streamable HTTP.
+pub const MCP_PATH: &str = "/mcp";
 
 /// The runtime's `authorize` hook in the daemon: the memory API's own authentication, so
 /// one key or token works for both. Reads need the `read` role, everything else `write`.
@@ -90,6 +95,23 @@ pub fn runtime_access(method: &http::Method) -> (Role, RateClass) {
 }
 
 impl Services {
+    /// MCP over HTTP, behind the memory API's authentication: the caller needs the `read`
+    /// role to reach the tools, and each tool's API call is authorized with the caller's
+    /// credentials like any other.
+    async fn handle_mcp(
+        &self,
+        mcp: &McpHttp,
+        request: Request<Incoming>,
+    ) -> Response<ResponseBody> {
+        let (parts, body) = request.into_parts();
+        if let Err(response) =
+            self.memory.authorize_parts(&parts, Role::Read, RateClass::Read, &[]).await
+        {
+            return response;
+        }
+        mcp.handle(Request::from_parts(parts, body)).await
+    }
+
     async fn handle(
         &self,
         mut request: Request<Incoming>,
@@ -99,9 +121,11 @@ impl Services {
         request.extensions_mut().insert(ClientAddr(peer));
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(&path));
-        let response = match runtime {
-            Some(runtime) => runtime.handle(request).await,
-            None => self.memory.handle(request).await,
+        let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);
+        let response = match (runtime, mcp) {
+            (Some(runtime), _) => runtime.handle(request).await,
+            (None, Some(mcp)) => self.handle_mcp(mcp, request).await,
+            (None, None) => self.memory.handle(request).await,
         };
         tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
         response
