@@ -14,4 +14,5 @@ mod retrieval;
 mod retrieval_semantic;
 mod runtime;
 mod system;
+mod trust;
 mod util;

@@ -68,7 +68,8 @@ impl Modify for Access {
 
 /// Marks one documented operation as the memory API's authentication guards it: the
 /// credentials it takes (an API key or a bearer token; none in the solo profile), the role
-/// it needs and its rate-limit class in its description, and its 401, 403 and 429 answers.
+/// it needs and its rate-limit class in its description, and its 401, 403 and 429 answers
+/// (and 408 when it takes a body).
 /// The daemon calls it for the routes of the handlers it mounts beside this API.
 pub fn document_access(
     openapi: &mut utoipa::openapi::OpenApi,
@@ -103,6 +104,10 @@ pub fn document_access(
             .responses
             .insert(status.to_owned(), Ref::from_response_name(name).into());
     }
+    if documented.request_body.is_some() {
+        let timeout = Ref::from_response_name("RequestTimeout").into();
+        documented.responses.responses.insert("408".to_owned(), timeout);
+    }
     documented.security = Some(vec![
         SecurityRequirement::new("apiKey", Vec::<String>::new()),
         SecurityRequirement::new("bearer", Vec::<String>::new()),
@@ -110,7 +115,7 @@ pub fn document_access(
     ]);
 }
 
-/// The security schemes and the shared 401, 403 and 429 responses, once.
+/// The security schemes and the shared 401, 403, 408 and 429 responses, once.
 fn add_access_components(openapi: &mut utoipa::openapi::OpenApi) {
     let components = openapi.components.get_or_insert_with(Default::default);
     if components.security_schemes.contains_key("apiKey") {
@@ -146,6 +151,10 @@ fn add_access_components(openapi: &mut utoipa::openapi::OpenApi) {
     components.responses.insert(
         "Forbidden".to_owned(),
         error("The caller's role is too small (`FORBIDDEN`)").into(),
+    );
+    components.responses.insert(
+        "RequestTimeout".to_owned(),
+        error("The body did not arrive in time (`REQUEST_TIMEOUT`)").into(),
     );
     components.responses.insert(
         "RateLimited".to_owned(),

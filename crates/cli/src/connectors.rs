@@ -17,6 +17,7 @@ pub(crate) enum ConnectorsCommand {
         kind: String,
         /// The folder or repository (made absolute).
         path: std::path::PathBuf,
+        /// A name to recognise it by [default: the folder's name].
         #[arg(long)]
         name: Option<String>,
         /// The repository its memories belong to [default: the folder's name].

@@ -10,10 +10,11 @@ use crate::DataDirArg;
 pub(crate) enum KeysCommand {
     /// Creates a key and prints it once, alone on the last line.
     Create {
+        /// What the key may do: `read`, `write` (and read) or `admin` (everything).
         #[arg(long, value_parser = ["read", "write", "admin"])]
         role: String,
-        /// A name to recognise the key by.
-        #[arg(long)]
+        /// A name to recognise the key by (not empty).
+        #[arg(long, value_parser = key_name)]
         name: Option<String>,
         #[command(flatten)]
         data_dir: DataDirArg,
@@ -25,6 +26,7 @@ pub(crate) enum KeysCommand {
     },
     /// Revokes a key by its id (`key_…`); requests with it fail at once.
     Revoke {
+        /// The key's id, as `cairn keys list` shows it (`key_…`).
         id: String,
         #[command(flatten)]
         data_dir: DataDirArg,
@@ -67,4 +69,12 @@ pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn key_name(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    if name.is_empty() {
+        return Err("a key's name cannot be empty; leave --name out for none".to_owned());
+    }
+    Ok(name.to_owned())
 }

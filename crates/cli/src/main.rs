@@ -96,8 +96,7 @@ impl DataDirArg {
                 .context("no data directory is known for this user; pass --data-dir")?
                 .join("cairn"),
         };
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+        create_private_dir(&data_dir)?;
         Ok(data_dir.join("cairn.db"))
     }
 
@@ -107,6 +106,28 @@ impl DataDirArg {
             .with_context(|| format!("cannot open the database {}", database.display()))?;
         Ok((database, store))
     }
+}
+
+/// Creates `dir` (and its parents) readable by its owner alone (0700), whatever the umask,
+/// and narrows it to that if it exists already.
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        builder.mode(0o700);
+        builder
+            .create(dir)
+            .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot restrict the data directory {}", dir.display()))?;
+    }
+    #[cfg(not(unix))]
+    builder
+        .create(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -58,6 +58,10 @@ pub(crate) struct ServeArgs {
     /// Run the dream cycle on this schedule, e.g. `6h` or `30m` [default: never].
     #[arg(long, env = "SERVICE_DREAM_EVERY", value_parser = humantime::parse_duration)]
     dream_every: Option<std::time::Duration>,
+    /// How long a client may take to send a request's body once its headers are in (408
+    /// after that).
+    #[arg(long, env = "SERVICE_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    body_timeout: std::time::Duration,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -71,16 +75,19 @@ pub(crate) struct RuntimeArgs {
     /// A JSON file of `customEvents` and `journeyEvents` definitions (name + JSON Schema).
     #[arg(long, env = "SERVICE_EVENTS_FILE")]
     events_file: Option<PathBuf>,
-    /// A browser origin allowed to call the runtime (CORS); repeat for more.
-    #[arg(long = "cors-origin", env = "SERVICE_CORS_ORIGINS", value_delimiter = ',')]
+    /// A browser origin allowed to call the runtime (CORS), such as
+    /// `https://shop.example`; repeat (or separate with commas) for more.
+    #[arg(long = "cors-origin", env = "SERVICE_CORS_ORIGINS", value_delimiter = ',', value_parser = web_origin)]
     cors_origins: Vec<String>,
     /// An OpenAI-compatible chat-completions endpoint (base URL, e.g.
     /// `https://api.openai.com/v1`) that writes the replies; without one, replies come from
     /// the journeys and memory.
     #[arg(long, env = "SERVICE_CHAT_URL")]
     chat_url: Option<String>,
+    /// The model named in each chat-completions request.
     #[arg(long, env = "SERVICE_CHAT_MODEL", default_value = "gpt-4o-mini")]
     chat_model: String,
+    /// The chat endpoint's API key, sent as a bearer token, if it needs one.
     #[arg(long, env = "SERVICE_CHAT_API_KEY", hide_env_values = true)]
     chat_api_key: Option<String>,
     /// How often event streams read the log when no append notification came.
@@ -139,7 +146,8 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("cairn listening on http://{local}");
     let dreams =
         args.dream_every.map(|every| tokio::spawn(dream_on_schedule(engine.clone(), every)));
-    cairn_server::serve(listener, services, ServerConfig::default(), shutdown_signal()).await?;
+    let config = ServerConfig { body_read_timeout: args.body_timeout, ..ServerConfig::default() };
+    cairn_server::serve(listener, services, config, shutdown_signal()).await?;
     if let Some(dreams) = dreams {
         dreams.abort();
     }
@@ -336,4 +344,23 @@ async fn shutdown_signal() {
         () = interrupt => tracing::info!("interrupted"),
         () = terminate => tracing::info!("terminated"),
     }
+}
+
+/// A browser origin as CORS compares it: `scheme://host[:port]`, nothing after.
+fn web_origin(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let invalid = || {
+        format!(
+            "`{text}` is not a web origin; give the scheme and host, e.g. `https://shop.example`"
+        )
+    };
+    let (scheme, rest) = text.split_once("://").ok_or_else(invalid)?;
+    let host = rest.split(':').next().unwrap_or_default();
+    let port_ok = rest.split_once(':').is_none_or(|(_, port)| port.parse::<u16>().is_ok());
+    let host_ok = !host.is_empty()
+        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']'));
+    if !matches!(scheme, "http" | "https") || !host_ok || !port_ok || rest.contains('/') {
+        return Err(invalid());
+    }
+    Ok(text.to_owned())
 }

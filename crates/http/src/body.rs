@@ -11,7 +11,22 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use cairn_types::ErrorCode;
+
 use crate::ApiError;
+
+/// What a transport's body yields when the body did not all arrive in time; [`read_body`]
+/// answers it with 408 `REQUEST_TIMEOUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyTimeout(pub std::time::Duration);
+
+impl std::fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the request body did not arrive within {} s", self.0.as_secs_f64())
+    }
+}
+
+impl std::error::Error for BodyTimeout {}
 
 /// The body type of every response: any `http_body::Body` of bytes, boxed.
 pub type ResponseBody = BoxBody<Bytes, Infallible>;
@@ -64,6 +79,9 @@ where
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<LengthLimitError>() => Err(too_large()),
+        Err(error) if error.is::<BodyTimeout>() => {
+            Err(ApiError::new(ErrorCode::RequestTimeout, error.to_string()))
+        }
         Err(error) => {
             Err(ApiError::validation(format!("the request body could not be read: {error}")))
         }

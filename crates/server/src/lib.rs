@@ -11,10 +11,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod body;
 mod openapi;
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, RateClass, ResponseBody};
 use cairn_mcp::McpHttp;
+use http_body::Body as _;
+
+use crate::body::GuardedBody;
 use cairn_runtime::{Authorization, Authorize, RuntimeHandler};
 use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
@@ -35,6 +39,12 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// How long in-flight requests get to finish after shutdown begins.
     pub shutdown_grace: Duration,
+    /// How long a client may take to send a request's body, from its headers on; past it
+    /// the request is answered 408 `REQUEST_TIMEOUT`.
+    pub body_read_timeout: Duration,
+    /// How many requests one address may be sending bodies for at once; more are answered
+    /// 429 at once, so slow senders cannot take every connection.
+    pub max_body_reads_per_address: usize,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +53,8 @@ impl Default for ServerConfig {
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            max_body_reads_per_address: 16,
         }
     }
 }
@@ -101,7 +113,7 @@ impl Services {
     async fn handle_mcp(
         &self,
         mcp: &McpHttp,
-        request: Request<Incoming>,
+        request: Request<GuardedBody>,
     ) -> Response<ResponseBody> {
         let (parts, body) = request.into_parts();
         if let Err(response) =
@@ -114,7 +126,7 @@ impl Services {
 
     async fn handle(
         &self,
-        mut request: Request<Incoming>,
+        mut request: Request<GuardedBody>,
         peer: SocketAddr,
     ) -> Response<ResponseBody> {
         let started = Instant::now();
@@ -140,6 +152,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let graceful = GracefulShutdown::new();
+    let body_slots = Arc::new(body::BodySlots::new(config.max_body_reads_per_address));
     let connection_slots = Arc::new(Semaphore::new(config.max_connections));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
@@ -171,9 +184,29 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let services = services.clone();
-        let service = service_fn(move |request| {
+        let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
+        let service = service_fn(move |request: Request<Incoming>| {
             let services = services.clone();
+            let slot = match request.body().is_end_stream() {
+                true => Ok(None),
+                false => slots.take(peer.ip()).map(Some).ok_or(()),
+            };
+            let request =
+                slot.map(|slot| request.map(|body| GuardedBody::new(body, body_timeout, slot)));
             async move {
+                let Ok(request) = request else {
+                    let message = format!(
+                        "too many requests are sending their bodies from {} at once; finish those first",
+                        peer.ip()
+                    );
+                    let mut response = ApiError::new(ErrorCode::RateLimited, message)
+                        .with_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"))
+                        .into_response();
+                    response
+                        .headers_mut()
+                        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                    return Ok::<_, Infallible>(response);
+                };
                 if request.method() == http::Method::GET {
                     return Ok::<_, Infallible>(services.handle(request, peer).await);
                 }

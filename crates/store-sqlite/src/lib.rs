@@ -60,6 +60,7 @@ impl std::fmt::Debug for SqliteStore {
 impl SqliteStore {
     /// Opens (or creates) the database at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
+        restrict_to_owner(path)?;
         let manager = || SqliteConnectionManager::file(path).with_init(configure_connection);
         let writer = Pool::builder()
             .max_size(1)
@@ -254,6 +255,35 @@ pub(crate) fn subtract(counter: &AtomicU64, amount: u64) {
     let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |value| {
         Some(value.saturating_sub(amount))
     });
+}
+
+/// Makes the database readable by its owner alone, whatever the umask: the file is created
+/// 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the database's
+/// mode), and files left more open by an older version are narrowed.
+fn restrict_to_owner(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(StoreError::backend)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let mut file = path.as_os_str().to_owned();
+            file.push(suffix);
+            match std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StoreError::backend(error));
+                }
+                _ => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Moves the write-ahead log into the database every second from a thread of its own, so no

@@ -16,6 +16,7 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
+    RequestTimeout,
     ValidationError,
     RateLimited,
     InternalError,
@@ -39,6 +40,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::ValidationError => "VALIDATION_ERROR",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
@@ -64,6 +66,7 @@ impl ErrorCode {
             | ErrorCode::PromptNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::Conflict | ErrorCode::ConversationClosed => 409,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::ValidationError => 422,
             ErrorCode::RateLimited => 429,
@@ -85,7 +88,7 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
     /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
-    /// `METHOD_NOT_ALLOWED`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`; the runtime adds `CONVERSATION_NOT_FOUND`,
+    /// `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`; the runtime adds `CONVERSATION_NOT_FOUND`,
     /// `PROMPT_NOT_FOUND`, `CONVERSATION_CLOSED` and `CAPABILITY_NOT_SUPPORTED`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,

@@ -1,0 +1,113 @@
+//! What a security reviewer checks first: slow bodies cannot hold the daemon, the data stays
+//! readable by its owner alone, and bad settings are refused at start.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{Daemon, run_cairn};
+
+/// Sends the headers of a POST that promises 100 bytes, and 11 of them.
+fn slow_post(base_url: &str) -> TcpStream {
+    let address = base_url.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(address).unwrap();
+    let head = format!(
+        "POST /api/memories HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"content\":"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_is_answered_408_and_changes_nothing() {
+    let daemon = Daemon::start_with(&[], &[("SERVICE_BODY_TIMEOUT", "1s")]);
+    let mut stream = slow_post(daemon.base_url());
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let started = Instant::now();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(response.starts_with("HTTP/1.1 408"), "{response}");
+    assert!(response.contains("REQUEST_TIMEOUT"), "{response}");
+    assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 0);
+}
+
+#[tokio::test]
+async fn one_address_cannot_hold_every_connection_with_slow_bodies() {
+    let daemon = Daemon::start_with(&[], &[("SERVICE_BODY_TIMEOUT", "3s")]);
+    // Sixteen slow bodies from one address take its slots.
+    let slow: Vec<TcpStream> = (0..16).map(|_| slow_post(daemon.base_url())).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut refused = slow_post(daemon.base_url());
+    refused.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut line = String::new();
+    BufReader::new(&refused).read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 429"), "{line}");
+    // Reads and bodiless requests are not held up, and once the slow ones time out, bodies
+    // are welcome again.
+    assert_eq!(daemon.get("/api/health").await.status, 200);
+    drop(slow);
+    std::thread::sleep(Duration::from_millis(300));
+    let stored = daemon.post("/api/memories", json!({"content": "fine", "scope": "global"})).await;
+    assert_eq!(stored.status, 201, "{stored:?}");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_and_database_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().unwrap();
+    let data = parent.path().join("cairn-data");
+    let mut child = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$0\" serve --port 0 --data-dir \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_cairn"))
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().trim_start_matches("cairn listening on ").to_owned();
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    // A write makes SQLite's WAL and shared-memory files.
+    let address = base.trim_start_matches("http://").to_owned();
+    let body = r#"{"content": "private", "scope": "global"}"#;
+    let mut stream = TcpStream::connect(&address).unwrap();
+    let request = format!(
+        "POST /api/memories HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+    assert_eq!(mode(&data), 0o700, "the data directory");
+    for file in ["cairn.db", "cairn.db-wal", "cairn.db-shm"] {
+        let path = data.join(file);
+        assert!(path.exists(), "{file} exists");
+        assert_eq!(mode(&path), 0o600, "{file}");
+    }
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_at_start() {
+    let directory = tempfile::tempdir().unwrap();
+    let bad_origin =
+        run_cairn(directory.path(), "serve", &["--port", "0", "--cors-origin", "not a url"], &[]);
+    assert!(!bad_origin.status.success());
+    let stderr = String::from_utf8_lossy(&bad_origin.stderr);
+    assert!(stderr.contains("not a web origin"), "{stderr}");
+
+    let empty_name =
+        run_cairn(directory.path(), "keys", &["create", "--role", "read", "--name", " "], &[]);
+    assert!(!empty_name.status.success());
+    assert!(String::from_utf8_lossy(&empty_name.stderr).contains("cannot be empty"));
+}
