@@ -212,15 +212,20 @@ async fn conversations_are_created_and_listed_with_lossless_cursors() {
     let walked: Vec<String> = pages.iter().flatten().cloned().collect();
     assert_eq!(walked.len(), all.len(), "each conversation exactly once: {pages:?}");
     assert_eq!(walked.iter().cloned().collect::<BTreeSet<_>>(), all);
-    let mut sorted = walked.clone();
-    sorted.sort_by(|a, b| b.cmp(a));
-    assert_eq!(walked, sorted, "one order across pages (newest id first)");
+    let whole = daemon.get(&path("/conversations?limit=200")).await;
+    assert_eq!(walked, ids_of(&whole.body["conversations"]), "one order across pages");
+    let created: Vec<&str> = whole.body["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|conversation| conversation["createdAt"].as_str().unwrap())
+        .collect();
+    assert!(created.windows(2).all(|pair| pair[0] >= pair[1]), "newest first: {created:?}");
     assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
 
     // Backward: prevCursor → before, from the last page to the first, the same pages.
-    let last = daemon
-        .get(&path(&format!("/conversations?limit=3&after={}", pages[2].last().unwrap())))
-        .await;
+    let last =
+        daemon.get(&path(&format!("/conversations?limit=3&after={}", cursor.unwrap()))).await;
     assert_eq!(ids_of(&last.body["conversations"]), pages[3]);
     assert!(last.body.get("nextCursor").is_none(), "the last page has no nextCursor");
     let mut cursor = last.body["prevCursor"].as_str().unwrap().to_owned();
@@ -954,11 +959,13 @@ async fn channel_events_create_conversations_and_are_applied_once() {
     assert_eq!(original.body["duplicate"], false);
     assert_eq!(original.body["created"], false);
     let count = list_events(&daemon, id).await.len();
-    let mut changed = by_provider.clone();
-    changed["text"] = json!("a different text, same provider event");
-    let repeat = channel_event(&daemon, changed).await;
+    let repeat = channel_event(&daemon, by_provider.clone()).await;
     assert_eq!(repeat.body["duplicate"], true, "{repeat:?}");
     assert_eq!(repeat.body["events"], original.body["events"]);
+    // The same provider event with another body is not a redelivery: refused, nothing kept.
+    let mut changed = by_provider.clone();
+    changed["text"] = json!("a different text, same provider event");
+    channel_event(&daemon, changed).await.assert_error(409, "CONFLICT");
     assert_eq!(list_events(&daemon, id).await.len(), count, "the log did not grow");
     let other_provider = json!({
         "conversationId": id, "channel": "sms", "provider": "vonage", "eventId": "SM-77",

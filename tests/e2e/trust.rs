@@ -111,3 +111,72 @@ async fn bad_settings_are_refused_at_start() {
     assert!(!empty_name.status.success());
     assert!(String::from_utf8_lossy(&empty_name.stderr).contains("cannot be empty"));
 }
+
+#[tokio::test]
+async fn conversations_list_by_creation_whatever_their_ids() {
+    let daemon = Daemon::start();
+    let create = async |body: serde_json::Value| {
+        let reply = daemon.post("/api/runtime/conversations", body).await;
+        assert_eq!(reply.status, 201, "{reply:?}");
+        reply.body["conversation"]["id"].as_str().unwrap().to_owned()
+    };
+    let first = create(json!({})).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let chosen = create(json!({"id": "conv_zzz_chosen"})).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let last = create(json!({})).await;
+
+    let everything = daemon.get("/api/runtime/conversations").await;
+    let ids: Vec<&str> = everything.body["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [last.as_str(), chosen.as_str(), first.as_str()], "newest first");
+
+    // Pages of one, forward with `after`, never skip or repeat.
+    let mut walked = Vec::new();
+    let mut path = "/api/runtime/conversations?limit=1".to_owned();
+    loop {
+        let page = daemon.get(&path).await;
+        assert_eq!(page.status, 200, "{page:?}");
+        walked.extend(
+            page.body["conversations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned()),
+        );
+        let Some(next) = page.body["nextCursor"].as_str() else { break };
+        path = format!("/api/runtime/conversations?limit=1&after={next}");
+    }
+    assert_eq!(walked, [last, chosen, first]);
+    let bad = daemon.get("/api/runtime/conversations?after=conv_nope").await;
+    assert!(bad.assert_error(422, "VALIDATION_ERROR").contains("nextCursor"));
+}
+
+#[tokio::test]
+async fn targeted_events_name_real_states_and_idempotency_keys_one_event() {
+    let daemon = Daemon::start();
+    let created = daemon.post("/api/runtime/conversations", json!({})).await;
+    let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
+    let journey = format!("/api/runtime/conversations/{id}/journey-events");
+    let target = |state: &str| {
+        json!({"eventName": "feedback.requested", "payload": {}, "routing": "targeted",
+               "target": {"journeyId": "feedback", "stateId": state}})
+    };
+    let unknown = daemon.post(&journey, target("no_such_state")).await;
+    assert!(unknown.assert_error(422, "VALIDATION_ERROR").contains("no_such_state"));
+    let known = daemon.post(&journey, target("ask_comment")).await;
+    assert_eq!(known.status, 201, "{known:?}");
+
+    // The same key with the same event is a redelivery; with another event, a conflict.
+    let event = |text: &str| json!({"channel": "sms", "text": text, "idempotencyKey": "sms-7"});
+    let first = daemon.post("/api/runtime/channel-events", event("hello")).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let again = daemon.post("/api/runtime/channel-events", event("hello")).await;
+    assert_eq!((again.status, again.body["duplicate"].as_bool()), (200, Some(true)));
+    let reused = daemon.post("/api/runtime/channel-events", event("something else")).await;
+    assert!(reused.assert_error(409, "CONFLICT").contains("different event"));
+}

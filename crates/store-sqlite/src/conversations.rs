@@ -24,7 +24,8 @@ const CONVERSATION_COLUMNS: &str =
     "id, agent_id, channel, context, lifecycle, created_at, updated_at";
 const EVENT_COLUMNS: &str = "id, conversation_id, offset, kind, created_at, data";
 const PROMPT_COLUMNS: &str = "prompt_id, widget_kind, input, offset, output";
-const IDEMPOTENCY_COLUMNS: &str = "key, conversation_id, first_offset, end_offset, created_at";
+const IDEMPOTENCY_COLUMNS: &str =
+    "key, conversation_id, first_offset, end_offset, created_at, fingerprint";
 
 fn parse_json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T> {
     serde_json::from_str(text)
@@ -96,6 +97,7 @@ fn idempotency_from_row(row: &Row<'_>) -> Result<IdempotencyRecord> {
         first_offset: offset_column(row, 2)?,
         end_offset: offset_column(row, 3)?,
         created_at: Timestamp::from_millis(row.get(4).map_err(sql)?),
+        fingerprint: row.get(5).map_err(sql)?,
     })
 }
 
@@ -258,7 +260,7 @@ fn apply_commit(tx: &Transaction<'_>, commit: &Commit) -> Result<CommitOutcome> 
 
     if let Some(key) = &commit.idempotency_key {
         tx.prepare_cached(&format!(
-            "INSERT INTO runtime_idempotency ({IDEMPOTENCY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5)"
+            "INSERT INTO runtime_idempotency ({IDEMPOTENCY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
         ))
         .map_err(sql)?
         .execute(params![
@@ -267,6 +269,7 @@ fn apply_commit(tx: &Transaction<'_>, commit: &Commit) -> Result<CommitOutcome> 
             offset_param(next_offset)?,
             offset_param(end_offset)?,
             commit.at.as_millis(),
+            commit.idempotency_fingerprint,
         ])
         .map_err(sql)?;
     }
@@ -323,26 +326,29 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>> {
-        let mut conditions = Vec::new();
+        let mut conditions: Vec<&'static str> = Vec::new();
         let mut values = Vec::new();
-        let mut filter = |condition: &'static str, value: Value| {
-            conditions.push(condition);
-            values.push(value);
-        };
         if let Some(agent_id) = &query.agent_id {
-            filter("agent_id = ?", Value::Text(agent_id.clone()));
+            conditions.push("agent_id = ?");
+            values.push(Value::Text(agent_id.clone()));
         }
-        if let Some(after) = &query.after {
-            filter("id < ?", Value::Text(after.clone()));
+        for (condition, cursor) in [
+            ("(created_at, id) < (?, ?)", &query.after),
+            ("(created_at, id) > (?, ?)", &query.before),
+        ] {
+            if let Some(cursor) = cursor {
+                conditions.push(condition);
+                values.push(Value::Integer(cursor.created_at.as_millis()));
+                values.push(Value::Text(cursor.id.clone()));
+            }
         }
-        if let Some(before) = &query.before {
-            filter("id > ?", Value::Text(before.clone()));
-        }
-        if let Some(at) = query.updated_after {
-            filter("updated_at > ?", Value::Integer(at.as_millis()));
-        }
-        if let Some(at) = query.updated_before {
-            filter("updated_at < ?", Value::Integer(at.as_millis()));
+        for (condition, at) in
+            [("updated_at > ?", query.updated_after), ("updated_at < ?", query.updated_before)]
+        {
+            if let Some(at) = at {
+                conditions.push(condition);
+                values.push(Value::Integer(at.as_millis()));
+            }
         }
         let filter = if conditions.is_empty() {
             String::new()
@@ -355,7 +361,7 @@ impl ConversationStore for SqliteStore {
         let order = if nearest_before { "ASC" } else { "DESC" };
         values.push(Value::Integer(i64::from(query.limit)));
         let statement = format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations {filter} ORDER BY id {order} LIMIT ?"
+            "SELECT {CONVERSATION_COLUMNS} FROM conversations {filter} ORDER BY created_at {order}, id {order} LIMIT ?"
         );
         self.read(move |connection| {
             let mut page =

@@ -194,6 +194,15 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL
     ) WITHOUT ROWID;
     "#,
+    // 5: conversations list newest first by creation (then id), so ids of a caller's choosing
+    // sort by when they were made; idempotency keys keep a fingerprint of their request.
+    r#"
+    DROP INDEX conversations_by_agent;
+    CREATE INDEX conversations_by_created ON conversations (created_at, id);
+    CREATE INDEX conversations_by_agent ON conversations (agent_id, created_at, id);
+    -- What an idempotency key was used for, so a reuse for something else is refused.
+    ALTER TABLE runtime_idempotency ADD COLUMN fingerprint TEXT;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

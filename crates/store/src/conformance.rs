@@ -14,9 +14,9 @@ use cairn_types::{
 };
 
 use crate::{
-    Audit, AuditFilter, Commit, CommitOutcome, ConflictRecord, ConnectorItem, ConversationQuery,
-    ConversationStore, IdempotencyRecord, ItemUpdate, MemoryChange, MemoryFilter, NewEvent,
-    NewPrompt, PendingEmbedding, PromptRecord, Store, SyncBatch,
+    Audit, AuditFilter, Commit, CommitOutcome, ConflictRecord, ConnectorItem, ConversationCursor,
+    ConversationQuery, ConversationStore, IdempotencyRecord, ItemUpdate, MemoryChange,
+    MemoryFilter, NewEvent, NewPrompt, PendingEmbedding, PromptRecord, Store, SyncBatch,
 };
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
@@ -779,22 +779,44 @@ async fn conversations_are_created_once_and_read_back(store: Arc<dyn Conversatio
 }
 
 async fn conversation_pages_never_skip_or_repeat(store: Arc<dyn ConversationStore>) {
-    let mut newest_first = Vec::new();
-    for i in 0..7 {
-        let conversation = sample_conversation("agent-a", 1_000 + i);
+    // Ids of the caller's choosing, some made in the same millisecond: the list runs by
+    // creation, then by id, whatever the ids say.
+    let mut created = Vec::new();
+    for (i, id) in [
+        "conv_zulu",
+        "conv_alpha",
+        "conv_mike",
+        "conv_bravo",
+        "conv_yankee",
+        "conv_echo",
+        "conv_delta",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let conversation = Conversation {
+            id: id.to_owned(),
+            ..sample_conversation("agent-a", 1_000 + (i as i64 / 2))
+        };
         create(&store, &conversation, &[]).await;
-        newest_first.push(conversation.id);
+        created.push(conversation);
     }
-    newest_first.sort_unstable_by(|a, b| b.cmp(a));
+    let mut newest_first = created.clone();
+    newest_first.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+    let newest_first: Vec<String> = newest_first.into_iter().map(|c| c.id).collect();
+    assert_eq!(newest_first[0], "conv_delta", "the last made comes first");
+    let cursor_of = |id: &String| {
+        created.iter().find(|c| &c.id == id).map(ConversationCursor::of).expect("a created id")
+    };
     let query = |after: Option<&String>, before: Option<&String>, limit: u32| ConversationQuery {
-        after: after.cloned(),
-        before: before.cloned(),
+        after: after.map(cursor_of),
+        before: before.map(cursor_of),
         limit,
         ..ConversationQuery::default()
     };
 
     let everything = store.list_conversations(&query(None, None, 100)).await.unwrap();
-    assert_eq!(ids(&everything), newest_first, "lists are newest first, by id");
+    assert_eq!(ids(&everything), newest_first, "lists are newest first, by creation then id");
     let first_page = store.list_conversations(&query(None, None, 3)).await.unwrap();
     assert_eq!(ids(&first_page), newest_first[..3], "a limit keeps the newest");
 
@@ -823,9 +845,9 @@ async fn conversation_pages_never_skip_or_repeat(store: Arc<dyn ConversationStor
         }
         assert!(page.len() <= 3);
         let page = ids(&page).into_iter().map(str::to_owned).collect::<Vec<_>>();
-        let mut sorted = page.clone();
-        sorted.sort_unstable_by(|a, b| b.cmp(a));
-        assert_eq!(page, sorted, "a page before a cursor is newest first too");
+        let expected: Vec<String> =
+            newest_first.iter().filter(|id| page.contains(id)).cloned().collect();
+        assert_eq!(page, expected, "a page before a cursor is newest first too");
         cursor = page.first().cloned();
         walked.splice(0..0, page);
     }
@@ -850,13 +872,13 @@ async fn conversations_filter_by_agent_and_update_time(store: Arc<dyn Conversati
         create(&store, &conversation, &[]).await;
         conversations.push(conversation);
     }
+    // Made in order, a tenth of a second apart: newest first is the reverse.
     let sorted_ids = |pick: &dyn Fn(usize) -> bool| {
-        let mut picked: Vec<String> = (0..conversations.len())
+        (0..conversations.len())
+            .rev()
             .filter(|&i| pick(i))
             .map(|i| conversations[i].id.clone())
-            .collect();
-        picked.sort_unstable_by(|a, b| b.cmp(a));
-        picked
+            .collect::<Vec<String>>()
     };
     let list = |query: ConversationQuery| {
         let store = store.clone();
@@ -873,7 +895,9 @@ async fn conversations_filter_by_agent_and_update_time(store: Arc<dyn Conversati
     };
     assert_eq!(list(even.clone()).await, sorted_ids(&|i| i % 2 == 0), "only the agent's");
     let even_ids = sorted_ids(&|i| i % 2 == 0);
-    let after_first = ConversationQuery { after: Some(even_ids[0].clone()), ..even.clone() };
+    let first = conversations.iter().find(|c| c.id == even_ids[0]).expect("listed");
+    let after_first =
+        ConversationQuery { after: Some(ConversationCursor::of(first)), ..even.clone() };
     assert_eq!(list(after_first).await, even_ids[1..], "the agent filter holds across pages");
     let nobody = ConversationQuery { agent_id: Some("agent-none".to_owned()), ..even };
     assert!(list(nobody).await.is_empty());
@@ -1079,6 +1103,7 @@ async fn idempotent_commits_apply_once(store: Arc<dyn ConversationStore>) {
     create(&store, &conversation, &[new_event("created", 0)]).await;
     let first = Commit {
         idempotency_key: Some("request-1".to_owned()),
+        idempotency_fingerprint: Some("sha256:abc".to_owned()),
         ..Commit::events(
             &conversation.id,
             vec![new_event("a", 1), new_event("b", 2)],
@@ -1092,6 +1117,7 @@ async fn idempotent_commits_apply_once(store: Arc<dyn ConversationStore>) {
         first_offset: 1,
         end_offset: 3,
         created_at: Timestamp::from_millis(2_000),
+        fingerprint: Some("sha256:abc".to_owned()),
     };
     assert_eq!(store.find_idempotency("request-1").await.unwrap(), Some(record.clone()));
 

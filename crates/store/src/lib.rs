@@ -351,6 +351,9 @@ pub struct Commit {
     /// Recorded with the events' offsets; a second commit with the same key changes nothing
     /// and gets [`CommitOutcome::Duplicate`].
     pub idempotency_key: Option<String>,
+    /// What the key was used for (a digest of the request), kept with it so a reuse of the
+    /// key for something else can be told from a redelivery.
+    pub idempotency_fingerprint: Option<String>,
 }
 
 impl Commit {
@@ -365,6 +368,7 @@ impl Commit {
             open_prompts: Vec::new(),
             close_prompts: Vec::new(),
             idempotency_key: None,
+            idempotency_fingerprint: None,
         }
     }
 }
@@ -378,6 +382,8 @@ pub struct IdempotencyRecord {
     pub first_offset: u64,
     pub end_offset: u64,
     pub created_at: Timestamp,
+    /// The commit's `idempotency_fingerprint`.
+    pub fingerprint: Option<String>,
 }
 
 /// The result of [`ConversationStore::commit`].
@@ -399,11 +405,28 @@ pub enum CommitOutcome {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConversationQuery {
     pub agent_id: Option<String>,
-    pub after: Option<String>,
-    pub before: Option<String>,
+    /// Only conversations listed after this one (older).
+    pub after: Option<ConversationCursor>,
+    /// Only conversations listed before this one (newer).
+    pub before: Option<ConversationCursor>,
     pub updated_after: Option<Timestamp>,
     pub updated_before: Option<Timestamp>,
     pub limit: u32,
+}
+
+/// A place in the list of conversations, which runs newest first by creation time, then by
+/// id: an order no conversation ever moves in, so pages never skip or repeat one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConversationCursor {
+    pub created_at: Timestamp,
+    pub id: String,
+}
+
+impl ConversationCursor {
+    /// The place of `conversation` in the list.
+    pub fn of(conversation: &Conversation) -> ConversationCursor {
+        ConversationCursor { created_at: conversation.created_at, id: conversation.id.clone() }
+    }
 }
 
 /// Storage for the conversation runtime.

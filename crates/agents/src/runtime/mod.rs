@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use cairn_memory::Engine;
 use cairn_store::{
-    Commit, CommitOutcome, ConversationQuery, ConversationStore, NewEvent, NewPrompt,
+    Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore,
+    IdempotencyRecord, NewEvent, NewPrompt,
 };
 use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Timestamp, new_id};
 use serde_json::{Map, Value, json};
@@ -259,14 +260,14 @@ impl DefaultRuntime {
         text: &str,
         message_data: Value,
         deltas: Option<&TextDeltas>,
-        idempotency_key: Option<String>,
+        delivery: Option<&Delivery>,
     ) -> Result<TurnResult> {
         let at = Timestamp::now();
         let user_event = NewEvent { kind: "message".into(), data: message_data };
         if conversation.lifecycle == Lifecycle::Handoff {
             // A person has the conversation: record the message, say nothing.
             let mut commit = Commit::events(&conversation.id, vec![user_event], at);
-            commit.idempotency_key = idempotency_key;
+            Delivery::stamp(delivery, &mut commit);
             return self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await;
         }
         let mut history = self.history(&conversation.id).await?;
@@ -280,7 +281,7 @@ impl DefaultRuntime {
         let (text, active_journey_id, handoff) =
             (out.text.clone(), out.journey.active_journey_id.clone(), out.handoff);
         let mut commit = self.step_commit(&conversation.id, user_event, out, snapshot);
-        commit.idempotency_key = idempotency_key;
+        Delivery::stamp(delivery, &mut commit);
         if handoff {
             let data = json!({ "reason": "the user asked for a person", "from": "active" });
             commit.events.push(NewEvent { kind: "conversation.handoff".into(), data });
@@ -295,21 +296,31 @@ impl DefaultRuntime {
         text: String,
         active_journey_id: Option<String>,
     ) -> Result<TurnResult> {
+        let commit_fingerprint = commit.idempotency_fingerprint.clone();
         match self.commit(commit).await? {
             CommitOutcome::Committed { conversation, events } => {
                 Ok(TurnResult { conversation, events, text, active_journey_id, duplicate: false })
             }
-            CommitOutcome::Duplicate(record) => self.repeat(&record.key).await,
+            CommitOutcome::Duplicate(record) => self.repeat(&record, commit_fingerprint).await,
             CommitOutcome::NotFound => unreachable!("mapped to an error by commit"),
         }
     }
 
-    /// The result of the first delivery of an idempotency key.
-    async fn repeat(&self, key: &str) -> Result<TurnResult> {
-        let record =
-            self.store.find_idempotency(key).await.map_err(RuntimeError::internal)?.ok_or_else(
-                || RuntimeError::Invalid(format!("idempotency record `{key}` vanished")),
-            )?;
+    /// The result of the first delivery of an idempotency key, when this is a redelivery of
+    /// it (same fingerprint); a key reused for another event is a conflict.
+    async fn repeat(
+        &self,
+        record: &IdempotencyRecord,
+        fingerprint: Option<String>,
+    ) -> Result<TurnResult> {
+        if let (Some(first), Some(this)) = (&record.fingerprint, &fingerprint)
+            && first != this
+        {
+            return Err(RuntimeError::Conflict(format!(
+                "this idempotency key ({}) was used for a different event; give each event a key of its own",
+                record.key.split_once(':').map_or(record.key.as_str(), |(_, key)| key)
+            )));
+        }
         let (conversation, snapshot) = self.load(&record.conversation_id).await?;
         let events = self
             .store
@@ -450,6 +461,84 @@ fn check_id(id: &str) -> Result<()> {
     }
 }
 
+/// A targeted journey event must name what exists: the journey (else the active one), and
+/// a state of it.
+fn check_target(
+    agent: Option<&Agent>,
+    conversation: &Conversation,
+    snapshot: &Snapshot,
+    target: &JourneyTarget,
+) -> Result<()> {
+    let journey_id = target.journey_id.as_ref().or(snapshot.active_journey_id.as_ref());
+    let journey = journey_id.and_then(|id| agent?.journey(id));
+    if let (Some(id), None) = (&target.journey_id, journey) {
+        return Err(RuntimeError::Invalid(format!(
+            "target.journeyId: agent `{}` has no journey `{id}`",
+            conversation.agent_id
+        )));
+    }
+    let Some(state_id) = &target.state_id else { return Ok(()) };
+    let Some(journey) = journey else {
+        return Err(RuntimeError::Invalid(
+            "target.stateId: no journey is active; name it in target.journeyId".to_owned(),
+        ));
+    };
+    if !journey.states.iter().any(|state| &state.id == state_id) {
+        return Err(RuntimeError::Invalid(format!(
+            "target.stateId: journey `{}` has no state `{state_id}`",
+            journey.id
+        )));
+    }
+    Ok(())
+}
+
+/// A channel event's idempotency key and what it was used for: a digest of the event (less
+/// what differs between deliveries of one event: `receivedAt`, `deliveryId`, `verified`).
+#[derive(Debug, Clone)]
+struct Delivery {
+    key: String,
+    fingerprint: String,
+}
+
+impl Delivery {
+    fn of(input: &ChannelEventInput) -> Option<Delivery> {
+        let key = input.idempotency_key()?;
+        let event = ChannelEventInput {
+            received_at: None,
+            delivery_id: None,
+            verified: None,
+            ..input.clone()
+        };
+        let bytes = serde_json::to_vec(&event).expect("channel events serialize");
+        let fingerprint =
+            format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+        Some(Delivery { key, fingerprint })
+    }
+
+    fn stamp(delivery: Option<&Delivery>, commit: &mut Commit) {
+        commit.idempotency_key = delivery.map(|delivery| delivery.key.clone());
+        commit.idempotency_fingerprint = delivery.map(|delivery| delivery.fingerprint.clone());
+    }
+}
+
+/// A list cursor as clients carry it: the conversation's creation time in milliseconds and
+/// its id, `1763756118123.conv_…`. Opaque to clients; stable, so pages never skip or repeat.
+fn cursor_text(conversation: &Conversation) -> String {
+    format!("{}.{}", conversation.created_at.as_millis(), conversation.id)
+}
+
+fn cursor(field: &str, text: &str) -> Result<ConversationCursor> {
+    let parsed = text.split_once('.').and_then(|(millis, id)| {
+        let millis = millis.parse::<i64>().ok()?;
+        Some(ConversationCursor { created_at: Timestamp::from_millis(millis), id: id.to_owned() })
+    });
+    parsed.filter(|cursor| !cursor.id.is_empty()).ok_or_else(|| {
+        RuntimeError::Invalid(format!(
+            "{field}: `{text}` is not a cursor; pass the `nextCursor` or `prevCursor` of a page"
+        ))
+    })
+}
+
 fn parse_time(field: &str, text: Option<&str>) -> Result<Option<Timestamp>> {
     text.map(|text| {
         Timestamp::parse(text).ok_or_else(|| {
@@ -533,8 +622,8 @@ impl Runtime for DefaultRuntime {
         }
         let query = ConversationQuery {
             agent_id: input.agent_id,
-            after: input.after.clone(),
-            before: input.before.clone(),
+            after: input.after.as_deref().map(|text| cursor("after", text)).transpose()?,
+            before: input.before.as_deref().map(|text| cursor("before", text)).transpose()?,
             updated_after: parse_time("afterUpdatedAt", input.after_updated_at.as_deref())?,
             updated_before: parse_time("beforeUpdatedAt", input.before_updated_at.as_deref())?,
             limit: limit + 1,
@@ -548,13 +637,12 @@ impl Runtime for DefaultRuntime {
             if more {
                 conversations.remove(0);
             }
-            next_cursor = conversations.last().map(|c| c.id.clone());
-            prev_cursor = conversations.first().filter(|_| more).map(|c| c.id.clone());
+            next_cursor = conversations.last().map(cursor_text);
+            prev_cursor = conversations.first().filter(|_| more).map(cursor_text);
         } else {
             conversations.truncate(limit as usize);
-            next_cursor = conversations.last().filter(|_| more).map(|c| c.id.clone());
-            prev_cursor =
-                conversations.first().filter(|_| input.after.is_some()).map(|c| c.id.clone());
+            next_cursor = conversations.last().filter(|_| more).map(cursor_text);
+            prev_cursor = conversations.first().filter(|_| input.after.is_some()).map(cursor_text);
         }
         Ok(ConversationList { conversations, next_cursor, prev_cursor })
     }
@@ -565,7 +653,8 @@ impl Runtime for DefaultRuntime {
         deltas: Option<TextDeltas>,
     ) -> Result<ChannelEventResult> {
         let nature = input.validate().map_err(RuntimeError::Invalid)?;
-        let key = input.idempotency_key();
+        let delivery = Delivery::of(&input);
+        let key = delivery.as_ref().map(|delivery| delivery.key.clone());
         // Redeliveries of one event wait for each other, so that concurrent copies of a
         // first event create one conversation, not one each. (`/` is not allowed in
         // conversation ids, so these locks never meet a conversation's.)
@@ -573,10 +662,12 @@ impl Runtime for DefaultRuntime {
             Some(key) => Some(self.lock(&format!("delivery/{key}")).await),
             None => None,
         };
-        if let Some(key) = &key
-            && self.store.find_idempotency(key).await.map_err(RuntimeError::internal)?.is_some()
+        if let Some(delivery) = &delivery
+            && let Some(record) =
+                self.store.find_idempotency(&delivery.key).await.map_err(RuntimeError::internal)?
         {
-            return Ok(channel_result(self.repeat(key).await?, false));
+            let repeated = self.repeat(&record, Some(delivery.fingerprint.clone())).await?;
+            return Ok(channel_result(repeated, false));
         }
         let requested_id = input
             .conversation_id
@@ -614,7 +705,7 @@ impl Runtime for DefaultRuntime {
                 vec![NewEvent { kind: kind.to_owned(), data: data.clone() }],
                 at,
             );
-            commit.idempotency_key = key.clone();
+            Delivery::stamp(delivery.as_ref(), &mut commit);
             commit
         };
         let result = match nature {
@@ -634,7 +725,8 @@ impl Runtime for DefaultRuntime {
                 let text = input.message_text().unwrap_or_default().to_owned();
                 let data = with_message(&data, "user", &text);
                 let deltas = deltas.as_ref();
-                self.user_turn(&conversation, &snapshot, &text, data, deltas, key.clone()).await?
+                self.user_turn(&conversation, &snapshot, &text, data, deltas, delivery.as_ref())
+                    .await?
             }
             ChannelEventNature::Handoff => {
                 if conversation.lifecycle == Lifecycle::Closed {
@@ -739,14 +831,8 @@ impl Runtime for DefaultRuntime {
         if let Some(app) = &input.app {
             data["app"] = app.clone();
         }
-        if input.routing == Routing::Targeted
-            && let Some(journey_id) = &target.journey_id
-            && self.agent(&conversation).is_none_or(|agent| agent.journey(journey_id).is_none())
-        {
-            return Err(RuntimeError::Invalid(format!(
-                "target.journeyId: agent `{}` has no journey `{journey_id}`",
-                conversation.agent_id
-            )));
+        if input.routing == Routing::Targeted {
+            check_target(self.agent(&conversation), &conversation, &snapshot, &target)?;
         }
         let trigger = Trigger::Event {
             name: &input.event,
