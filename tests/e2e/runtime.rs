@@ -372,6 +372,7 @@ async fn messages_get_replies_and_questions_are_answered_from_memory() {
         .remember(json!({
             "content": "The office wifi password is purple-otter-42; the network is called Cairn-Guest.",
             "scope": "global",
+            "tags": ["concierge"],
             "metadata": {"title": "Office handbook", "url": "https://intranet.example.com/handbook"}
         }))
         .await;
@@ -571,15 +572,16 @@ async fn a_journey_opens_a_form_and_completes_when_it_is_submitted() {
         .assert_error(409, "CONFLICT");
     assert_eq!(list_events(&daemon, &id).await.len(), log.len(), "the repeat added nothing");
 
-    // The memory the tool stored is in the memory engine.
+    // The memory the tool stored is the conversation's own: the operators' API reads it,
+    // retrieval for anyone else leaves it out.
+    let stored = daemon.get(&format!("/api/memories/{stored_id}")).await;
+    assert_eq!(stored.status, 200, "{stored:?}");
+    assert_eq!(stored.body["content"], "Demo requested by Ada Lovelace <ada@example.com>");
+    let tags = stored.body["tags"].as_array().unwrap();
+    assert!(tags.contains(&json!(format!("conversation:{id}"))), "{tags:?}");
+    assert_eq!(stored.body["scope"], "task");
     let found = daemon.get("/api/search?q=Lovelace").await;
-    assert_eq!(found.status, 200, "{found:?}");
-    let hits = found.body["hits"].as_array().unwrap();
-    let hit = hits
-        .iter()
-        .find(|hit| hit["memory"]["id"] == stored_id.as_str())
-        .unwrap_or_else(|| panic!("the stored memory is found: {hits:#?}"));
-    assert_eq!(hit["memory"]["content"], "Demo requested by Ada Lovelace <ada@example.com>");
+    assert_eq!(found.body["hits"], json!([]), "private to the conversation: {found:?}");
 }
 
 // ---------------------------------------------------------------------------------------

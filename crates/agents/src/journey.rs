@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use cairn_types::runtime::Routing;
+use cairn_types::{Memory, Scope};
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -41,6 +42,35 @@ pub struct AgentDefinition {
     pub intents: Vec<IntentDefinition>,
     #[serde(default)]
     pub journeys: Vec<JourneyDefinition>,
+    /// The shared memories the agent may answer from. Without it, none: the agent answers
+    /// only from what its journeys say and what the conversation's own visitor told it.
+    #[serde(default)]
+    pub knowledge: Option<Knowledge>,
+}
+
+/// Which shared memories an agent may answer from: those that pass every list given (an
+/// empty list passes all). `{}` opens every shared memory, developers' notes included.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Knowledge {
+    /// Memories of these scopes.
+    #[serde(default)]
+    pub scopes: Vec<Scope>,
+    /// Memories of these repositories.
+    #[serde(default)]
+    pub repos: Vec<String>,
+    /// Memories with one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+impl Knowledge {
+    pub fn admits(&self, memory: &Memory) -> bool {
+        (self.scopes.is_empty() || self.scopes.contains(&memory.scope))
+            && (self.repos.is_empty()
+                || memory.repo.as_ref().is_some_and(|repo| self.repos.contains(repo)))
+            && (self.tags.is_empty() || memory.tags.iter().any(|tag| self.tags.contains(tag)))
+    }
 }
 
 /// An intent: a message matches it when any pattern matches (case-insensitively).
@@ -1026,7 +1056,10 @@ mod tests {
             journey_id: "feedback".into(),
             state_id: "thank".into(),
             name: "memory.store".into(),
-            input: json!({"content": "Feedback: rated 4 of 5. More coffee, please."}),
+            input: json!({
+                "content": "Feedback: rated 4 of 5. More coffee, please.",
+                "tags": ["feedback"]
+            }),
         }));
         assert_eq!(step.state.active_journey_id, None);
     }

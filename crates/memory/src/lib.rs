@@ -9,6 +9,7 @@ mod consolidate;
 mod context;
 mod dream;
 pub mod embed;
+pub mod privacy;
 mod guard;
 mod rank;
 mod semantic;
@@ -338,6 +339,19 @@ impl Engine {
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
+        let mut found = self.candidates_of_anyone(text, filter, limit, mode).await?;
+        found.retain(|candidate| privacy::owners(&candidate.memory).next().is_none());
+        Ok(found)
+    }
+
+    /// Candidates without the privacy rule: callers filter by who reads.
+    async fn candidates_of_anyone(
+        &self,
+        text: &str,
+        filter: &MemoryFilter,
+        limit: u32,
+        mode: Option<RetrievalMode>,
+    ) -> Result<Vec<cairn_store::TextMatch>> {
         let terms = text::terms(text);
         let fulltext = || self.store.search_memories(&terms, filter, limit);
         match (mode.unwrap_or(self.retrieval()), &self.semantic) {
@@ -377,8 +391,15 @@ impl Engine {
         }
     }
 
-    /// Ranked search. Searching does not count as recall.
-    pub async fn search(&self, query: SearchQuery) -> Result<SearchResult> {
+    /// Ranked search among the memories a reader may see: those no conversation or contact
+    /// owns, which pass `shared` (an agent's knowledge), and those `owners` own (tags such as
+    /// `conversation:conv_…`, see [`privacy`]). Searching does not count as recall.
+    pub async fn search_as(
+        &self,
+        query: SearchQuery,
+        owners: &[String],
+        shared: impl Fn(&Memory) -> bool,
+    ) -> Result<SearchResult> {
         let q = validate::required_text("q", query.q, validate::MAX_QUERY_BYTES)?;
         let limit = query.limit.unwrap_or(DEFAULT_SEARCH_LIMIT).clamp(1, MAX_SEARCH_LIMIT);
         let filter = MemoryFilter {
@@ -387,7 +408,8 @@ impl Engine {
             repo: query.repo,
             include_archived: false,
         };
-        let candidates = self.candidates(&q, &filter, limit.max(50), query.mode).await?;
+        let mut candidates = self.candidates_of_anyone(&q, &filter, limit.max(50), query.mode).await?;
+        candidates.retain(|candidate| privacy::readable(&candidate.memory, owners, &shared));
         let ranked = rank::rank(candidates, &rank::Preferences::default(), Timestamp::now());
         let hits = ranked
             .into_iter()
@@ -395,6 +417,12 @@ impl Engine {
             .map(|ranked| SearchHit { memory: ranked.memory, score: round(ranked.score) })
             .collect();
         Ok(SearchResult { query: q, hits })
+    }
+
+    /// Ranked search among the memories no conversation or contact owns. Searching does not
+    /// count as recall.
+    pub async fn search(&self, query: SearchQuery) -> Result<SearchResult> {
+        self.search_as(query, &[], |_| true).await
     }
 
     /// The memories relevant to a task, within its token budget. The memories used are

@@ -276,7 +276,7 @@ impl DefaultRuntime {
         }
         let agent = self.agent(conversation);
         let out = self
-            .run_turn(&conversation.id, agent, snapshot, Input::Message(text), history, deltas)
+            .run_turn(conversation, agent, snapshot, Input::Message(text), history, deltas)
             .await;
         let (text, active_journey_id, handoff) =
             (out.text.clone(), out.journey.active_journey_id.clone(), out.handoff);
@@ -802,7 +802,7 @@ impl Runtime for DefaultRuntime {
         };
         let widget = Input::Widget { kind: &input.widget_kind, output: &input.output };
         let agent = self.agent(&conversation);
-        let out = self.run_turn(&conversation.id, agent, &snapshot, widget, Vec::new(), None).await;
+        let out = self.run_turn(&conversation, agent, &snapshot, widget, Vec::new(), None).await;
         let mut commit = self.step_commit(&conversation.id, submitted, out, &snapshot);
         commit.close_prompts = vec![(input.prompt_id, input.output)];
         let (_, events) = self.commit_step(commit).await?;
@@ -843,14 +843,7 @@ impl Runtime for DefaultRuntime {
         };
         let agent = self.agent(&conversation);
         let out = self
-            .run_turn(
-                &conversation.id,
-                agent,
-                &snapshot,
-                Input::Event { trigger },
-                Vec::new(),
-                None,
-            )
+            .run_turn(&conversation, agent, &snapshot, Input::Event { trigger }, Vec::new(), None)
             .await;
         let event = NewEvent { kind: "journey.event".into(), data };
         let commit = self.step_commit(&conversation.id, event, out, &snapshot);

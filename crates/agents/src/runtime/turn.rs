@@ -2,12 +2,15 @@
 //! answered from memory, and the reply written (by the language model when one is
 //! configured), with activity events around each part so a chat client can show progress.
 
+use cairn_memory::privacy;
 use cairn_store::{NewEvent, NewPrompt};
-use cairn_types::{IdPrefix, NewMemory, Scope, SearchQuery, Snapshot, new_id};
+use cairn_types::{
+    Conversation, IdPrefix, Memory, NewMemory, Scope, SearchQuery, Snapshot, new_id,
+};
 use serde_json::{Value, json};
 
 use super::DefaultRuntime;
-use crate::journey::{Action, Agent, JourneyState, Trigger};
+use crate::journey::{Action, Agent, JourneyState, Knowledge, Trigger};
 use crate::llm::ChatMessage;
 use crate::support::{
     SupportReference, collect_support_source_links, format_support_references, shorten,
@@ -60,6 +63,33 @@ fn activity_data(id: &str, kind: &str, label: &str, name: Option<&str>, status: 
     data
 }
 
+/// Whom a step reads and writes memory for: its conversation, the owner tags of what its
+/// visitor says (the conversation, and the contact when the channel names one), and the
+/// shared memory its agent may answer from (none unless its definition says `knowledge`).
+pub(super) struct Reader<'a> {
+    conversation_id: &'a str,
+    owners: Vec<String>,
+    knowledge: Option<&'a Knowledge>,
+}
+
+impl<'a> Reader<'a> {
+    fn of(conversation: &'a Conversation, agent: Option<&'a Agent>) -> Reader<'a> {
+        let mut owners = vec![privacy::conversation_tag(&conversation.id)];
+        if let Some(channel) = &conversation.channel
+            && let Some(address) = channel.id.as_deref().filter(|address| !address.is_empty())
+        {
+            owners.push(privacy::contact_tag(&channel.kind, address));
+        }
+        let knowledge = agent.and_then(|agent| agent.definition().knowledge.as_ref());
+        Reader { conversation_id: &conversation.id, owners, knowledge }
+    }
+
+    /// Whether a shared memory is one the agent may answer from.
+    fn may_share(&self, memory: &Memory) -> bool {
+        self.knowledge.is_some_and(|knowledge| knowledge.admits(memory))
+    }
+}
+
 /// The intent that hands a conversation to a person.
 pub(super) const HANDOFF_INTENT: &str = "handoff";
 
@@ -83,7 +113,7 @@ impl DefaultRuntime {
     /// conversation as the model should see it (used only with a language model).
     pub(super) async fn run_turn(
         &self,
-        conversation_id: &str,
+        conversation: &Conversation,
         agent: Option<&Agent>,
         snapshot: &Snapshot,
         input: Input<'_>,
@@ -91,6 +121,7 @@ impl DefaultRuntime {
         deltas: Option<&TextDeltas>,
     ) -> TurnOutput {
         let mut out = TurnOutput { journey: journey_state(snapshot), ..TurnOutput::default() };
+        let reader = Reader::of(conversation, agent);
         let mut said = Vec::new();
         let mut handled = false;
         if let Some(agent) = agent {
@@ -108,7 +139,7 @@ impl DefaultRuntime {
             handled = step.handled;
             out.handoff = step.intent.as_deref() == Some(HANDOFF_INTENT);
             for action in step.actions {
-                self.apply_action(conversation_id, action, &mut out, &mut said).await;
+                self.apply_action(&reader, action, &mut out, &mut said).await;
             }
             out.journey = step.state;
         }
@@ -125,7 +156,7 @@ impl DefaultRuntime {
         };
         let mut references = Vec::new();
         if said.is_empty() && !handled {
-            references = self.recall(question, &mut out).await;
+            references = self.recall(&reader, question, &mut out).await;
         }
         let draft = if !said.is_empty() {
             said.join("\n\n")
@@ -183,7 +214,7 @@ impl DefaultRuntime {
 
     async fn apply_action(
         &self,
-        conversation_id: &str,
+        reader: &Reader<'_>,
         action: Action,
         out: &mut TurnOutput,
         said: &mut Vec<String>,
@@ -224,16 +255,22 @@ impl DefaultRuntime {
             Action::CallTool { journey_id, state_id, name, input } => {
                 let label = format!("Running {name}");
                 let id = out.activity("tool", &label, Some(&name));
-                let result = self.call_tool(conversation_id, &name, &input).await;
+                let result = self.call_tool(reader, &name, &input).await;
                 let mut data = json!({
                     "journeyId": journey_id, "stateId": state_id, "name": name, "input": input,
                 });
-                match result {
-                    Ok(output) => data["output"] = output,
-                    Err(error) => data["error"] = json!(error),
-                }
+                let status = match result {
+                    Ok(output) => {
+                        data["output"] = output;
+                        "done"
+                    }
+                    Err(error) => {
+                        data["error"] = json!(error);
+                        "failed"
+                    }
+                };
                 out.push("tool.called", data);
-                out.activity_done(&id, "tool", &label, Some(&name));
+                out.push("activity", activity_data(&id, "tool", &label, Some(&name), status));
             }
             Action::JourneyCompleted { journey_id } => {
                 out.push("journey.completed", json!({ "journeyId": journey_id }));
@@ -245,10 +282,11 @@ impl DefaultRuntime {
     /// (`{content, scope?, tags?}`).
     async fn call_tool(
         &self,
-        conversation_id: &str,
+        reader: &Reader<'_>,
         name: &str,
         input: &Value,
     ) -> Result<Value, String> {
+        let conversation_id = reader.conversation_id;
         let engine = self.engine.as_ref().ok_or("no memory engine is configured")?;
         match name {
             "memory.search" => {
@@ -259,7 +297,10 @@ impl DefaultRuntime {
                     limit: Some(limit),
                     ..SearchQuery::default()
                 };
-                let found = engine.search(search).await.map_err(|error| error.to_string())?;
+                let found = engine
+                    .search_as(search, &reader.owners, |memory| reader.may_share(memory))
+                    .await
+                    .map_err(|error| error.to_string())?;
                 let hits: Vec<Value> = found
                     .hits
                     .iter()
@@ -273,10 +314,14 @@ impl DefaultRuntime {
                 let scope: Scope = match input.get("scope") {
                     Some(scope) => serde_json::from_value(scope.clone())
                         .map_err(|error| format!("input.scope: {error}"))?,
-                    None => Scope::Global,
+                    None => Scope::Task,
                 };
-                let tags = serde_json::from_value(input.get("tags").cloned().unwrap_or(json!([])))
-                    .map_err(|error| format!("input.tags: {error}"))?;
+                let mut tags: Vec<String> =
+                    serde_json::from_value(input.get("tags").cloned().unwrap_or(json!([])))
+                        .map_err(|error| format!("input.tags: {error}"))?;
+                // What a visitor says is the conversation's (and the contact's): never served
+                // to anyone else, whatever the agent's definition asks for.
+                tags.extend(reader.owners.iter().cloned());
                 let mut metadata = serde_json::Map::new();
                 metadata.insert("conversationId".into(), json!(conversation_id));
                 let memory = NewMemory {
@@ -299,7 +344,12 @@ impl DefaultRuntime {
     }
 
     /// Memories that answer `question`, with a `knowledge` activity around the search.
-    async fn recall(&self, question: &str, out: &mut TurnOutput) -> Vec<SupportReference> {
+    async fn recall(
+        &self,
+        reader: &Reader<'_>,
+        question: &str,
+        out: &mut TurnOutput,
+    ) -> Vec<SupportReference> {
         let Some(engine) = &self.engine else {
             return Vec::new();
         };
@@ -310,7 +360,8 @@ impl DefaultRuntime {
             limit: Some(self.answer_limit),
             ..SearchQuery::default()
         };
-        let references = match engine.search(query).await {
+        let found = engine.search_as(query, &reader.owners, |memory| reader.may_share(memory));
+        let references = match found.await {
             Ok(found) => found
                 .hits
                 .iter()
