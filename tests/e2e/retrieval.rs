@@ -33,8 +33,19 @@ async fn search_ranks_hits_and_applies_filters() {
     let scoped = daemon.get("/api/search?q=flaky&scope=global").await;
     assert_eq!(scoped.body["hits"].as_array().unwrap().len(), 1);
     assert_eq!(scoped.body["hits"][0]["memory"]["id"], weak.as_str());
+    // A repository's search: its memories and those of no repository, not another's.
+    let elsewhere = daemon
+        .remember(json!({"content": "A flaky test, long ago.", "scope": "task", "repo": "web"}))
+        .await;
     let by_repo = daemon.get("/api/search?q=flaky&repo=api").await;
-    assert_eq!(by_repo.body["hits"][0]["memory"]["id"], strong.as_str());
+    let found: Vec<&str> = by_repo.body["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["memory"]["id"].as_str().unwrap())
+        .collect();
+    assert!(found.contains(&strong.as_str()) && found.contains(&weak.as_str()), "{found:?}");
+    assert!(!found.contains(&elsewhere.as_str()), "{found:?}");
     let limited = daemon.get("/api/search?q=flaky&limit=1").await;
     assert_eq!(limited.body["hits"].as_array().unwrap().len(), 1);
 

@@ -266,3 +266,69 @@ async fn one_visitor_never_gets_anothers_data_nor_the_developers_notes() {
     assert_eq!(owned.len(), 1, "{listed:?}");
     assert!(owned[0]["tags"].as_array().unwrap().contains(&json!("contact:sms:+15550001")));
 }
+
+#[tokio::test]
+async fn the_readme_example_packs_the_repositorys_standing_rules() {
+    let daemon = Daemon::start();
+    let rule = daemon
+        .remember(json!({"content": "Use pnpm, not npm, in this repo.", "scope": "repo", "repo": "shop"}))
+        .await;
+    let match_ = daemon
+        .remember(json!({"content": "Dependencies install slowly behind the office proxy.", "scope": "global"}))
+        .await;
+    let other = daemon
+        .remember(json!({"content": "Install dependencies with yarn only.", "scope": "repo", "repo": "other"}))
+        .await;
+    let pack = daemon
+        .post("/api/context", json!({"task": "install dependencies", "repo": "shop", "tokenBudget": 500}))
+        .await;
+    assert_eq!(pack.status, 200, "{pack:?}");
+    let ids: Vec<&str> = pack.body["memoryIds"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
+    assert_eq!(ids, [match_.as_str(), rule.as_str()], "what matches, then the rule: {pack:?}");
+    assert_eq!(pack.body["reasons"], json!(["matches the task", "a standing rule of repository shop"]));
+    assert!(!ids.contains(&other.as_str()), "another repository's memory stays out");
+
+    // One repository rule for search and guards too: this repository's and repo-less
+    // memories, never another repository's.
+    let search = daemon.get("/api/search?q=dependencies&repo=shop").await;
+    let found: Vec<&str> =
+        search.body["hits"].as_array().unwrap().iter().map(|hit| hit["memory"]["id"].as_str().unwrap()).collect();
+    assert!(found.contains(&match_.as_str()) && !found.contains(&other.as_str()), "{search:?}");
+}
+
+#[tokio::test]
+async fn a_review_decision_on_one_side_settles_its_conflict() {
+    let daemon = Daemon::start();
+    let remember = async |content: &str| {
+        daemon.remember(json!({"content": content, "scope": "repo", "repo": "shop"})).await
+    };
+    let pnpm = remember("Use pnpm in this repo.").await;
+    let npm = remember("Always use npm for installs.").await;
+    let tabs = remember("Indent with tabs.").await;
+    let spaces = remember("Use spaces for indentation, never tabs.").await;
+    let report = daemon.post("/api/dream-cycle", json!({})).await;
+    assert_eq!(report.body["conflicts"].as_array().unwrap().len(), 2, "{report:?}");
+    let memory = async |id: &str| daemon.get(&format!("/api/memories/{id}")).await.body;
+
+    // Approving one side keeps it and archives the other; the conflict is closed.
+    let approved = daemon.post(&format!("/api/governance/review/{pnpm}/approve"), json!({})).await;
+    assert_eq!(approved.body["status"], "active", "{approved:?}");
+    assert!(memory(&npm).await["archivedAt"].is_string());
+    // Rejecting one side archives it, out of review; the other side is kept.
+    let rejected = daemon.post(&format!("/api/governance/review/{tabs}/reject"), json!({})).await;
+    assert_eq!(rejected.body["status"], "stale", "{rejected:?}");
+    assert!(rejected.body["archivedAt"].is_string());
+    assert_eq!(memory(&spaces).await["status"], "active");
+    let open = daemon.get("/api/conflicts").await;
+    assert_eq!(open.body["conflicts"], json!([]), "{open:?}");
+    let resolved = daemon.get("/api/conflicts?status=resolved").await;
+    let resolutions: Vec<&str> = resolved.body["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|conflict| conflict["resolution"].as_str().unwrap())
+        .collect();
+    assert!(resolutions.contains(&format!("keep {pnpm}").as_str()), "{resolutions:?}");
+    assert!(resolutions.contains(&format!("keep {spaces}").as_str()), "{resolutions:?}");
+    assert_eq!(daemon.get("/api/governance/review").await.body["total"], 0);
+}

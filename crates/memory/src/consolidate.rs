@@ -235,6 +235,43 @@ impl Engine {
         actor: &str,
     ) -> Result<Conflict> {
         let _decision = self.decisions.lock().await;
+        self.resolve_conflict_decided(id, resolution, actor).await
+    }
+
+    /// Settles the open conflicts `memory_id` is in, after a review decision on it: the
+    /// memory approved is kept, or the other one when it was rejected. The caller holds the
+    /// decisions lock.
+    pub(crate) async fn settle_conflicts_of(
+        &self,
+        memory_id: &str,
+        approved: bool,
+        actor: &str,
+    ) -> Result<()> {
+        let open = self.store.list_conflicts(Some("open")).await?;
+        for record in open {
+            let other = match (record.first_id == memory_id, record.second_id == memory_id) {
+                (true, _) => record.second_id.clone(),
+                (_, true) => record.first_id.clone(),
+                _ => continue,
+            };
+            let keep = if approved { memory_id.to_owned() } else { other };
+            let resolution = ConflictResolution {
+                action: ResolutionAction::Keep,
+                memory_id: Some(keep),
+                content: None,
+            };
+            self.resolve_conflict_decided(&record.id, resolution, actor).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Engine::resolve_conflict`] for a caller that holds the decisions lock.
+    async fn resolve_conflict_decided(
+        &self,
+        id: &str,
+        resolution: ConflictResolution,
+        actor: &str,
+    ) -> Result<Conflict> {
         let record = self
             .store
             .get_conflict(id)

@@ -10,20 +10,68 @@ use cairn_types::{
 
 use crate::rank::{self, Preferences, Ranked};
 use crate::tokens::{self, EntryTokens};
-use crate::{Engine, Result, text, validate};
+use crate::{Engine, Result, privacy, text, validate};
 
 pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Result<ContextPack> {
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
     let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
     let budget = validate::token_budget(request.token_budget)?;
-    let candidates =
-        engine.candidates(&task, &MemoryFilter::default(), candidates_for(budget), None).await?;
+    let candidates = repo_candidates(engine, &task, repo.as_deref(), budget).await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let (pack, _) = pack(ranked, budget as usize, &engine.entry_tokens);
+    let mut packer = Packer::new(budget as usize, &engine.entry_tokens);
+    packer.add_all(ranked, MATCHES);
+    add_standing_rules(engine, &mut packer, repo.as_deref()).await?;
+    let (pack, _) = packer.finish();
     record_recall(engine, &pack.memory_ids, &task).await?;
     Ok(pack)
 }
+
+/// Why a memory that matched the task is in a pack.
+const MATCHES: &str = "matches the task";
+
+/// Candidates under the one repository rule of retrieval: a request that names a
+/// repository sees that repository's memories and those of no repository, never another
+/// repository's.
+async fn repo_candidates(
+    engine: &Engine,
+    text: &str,
+    repo: Option<&str>,
+    budget: u32,
+) -> Result<Vec<cairn_store::TextMatch>> {
+    let mut candidates =
+        engine.candidates(text, &MemoryFilter::default(), candidates_for(budget), None).await?;
+    candidates.retain(|candidate| crate::repo_admits(repo, &candidate.memory));
+    Ok(candidates)
+}
+
+/// A repository's standing rules and preferences ("use pnpm, not npm"), newest first, after
+/// what matched, while the budget allows: they bear on every task in the repository even
+/// when they share no word with it.
+async fn add_standing_rules(
+    engine: &Engine,
+    packer: &mut Packer<'_>,
+    repo: Option<&str>,
+) -> Result<()> {
+    let Some(repo) = repo else { return Ok(()) };
+    let filter = MemoryFilter {
+        scope: Some(cairn_types::Scope::Repo),
+        status: Some(cairn_types::Status::Active),
+        repo: Some(repo.to_owned()),
+        include_archived: false,
+    };
+    let memories = engine.store.list_memories(&filter, STANDING_RULES, 0).await?;
+    let reason = format!("a standing rule of repository {repo}");
+    for memory in memories.memories {
+        if privacy::owners(&memory).next().is_none() && text::is_rule(&memory.content) {
+            packer.add(memory, &reason);
+        }
+    }
+    Ok(())
+}
+
+/// How many of a repository's newest repo-scoped memories are looked at for standing rules.
+const STANDING_RULES: u32 = 50;
 
 pub(crate) async fn coding_context(
     engine: &Engine,
@@ -40,14 +88,16 @@ pub(crate) async fn coding_context(
         query.push(' ');
         query.push_str(&names.words);
     }
-    let candidates =
-        engine.candidates(&query, &MemoryFilter::default(), candidates_for(budget), None).await?;
+    let candidates = repo_candidates(engine, &query, repo.as_deref(), budget).await?;
     let boost = |memory: &Memory| -> f64 {
         file_names.iter().map(|names| names.mention_weight(&memory.content)).fold(0.0, f64::max)
     };
     let preferences = Preferences { repo: repo.as_deref(), boost: Some(&boost) };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let (pack, contents) = pack(ranked, budget as usize, &engine.entry_tokens);
+    let mut packer = Packer::new(budget as usize, &engine.entry_tokens);
+    packer.add_all(ranked, MATCHES);
+    add_standing_rules(engine, &mut packer, repo.as_deref()).await?;
+    let (pack, contents) = packer.finish();
     record_recall(engine, &pack.memory_ids, &task).await?;
 
     let file_contexts = files
@@ -92,45 +142,91 @@ async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Re
     Ok(())
 }
 
-/// Lays memories out best first, skipping any that would overflow the budget. Also returns
-/// the used memories' contents by id.
+/// Lays memories out in the order they are added (each with why), skipping any that would
+/// overflow the budget or is in already. Also returns the used memories' contents by id.
 ///
 /// The count of the whole context is the sum of its entries' counts: o200k's pre-tokenizer
 /// never joins a piece across an entry's closing newline and the next entry's `-`, so
 /// byte-pair merges cannot cross entries (a test checks this on awkward text). Entries'
 /// counts are cached by memory and version, so a pack costs no tokenizing once warm.
+struct Packer<'a> {
+    budget: usize,
+    cache: &'a EntryTokens,
+    context: String,
+    token_count: usize,
+    memory_ids: Vec<String>,
+    reasons: Vec<String>,
+    contents: HashMap<String, String>,
+}
+
+impl<'a> Packer<'a> {
+    fn new(budget: usize, cache: &'a EntryTokens) -> Packer<'a> {
+        Packer {
+            budget,
+            cache,
+            context: String::new(),
+            token_count: 0,
+            memory_ids: Vec::new(),
+            reasons: Vec::new(),
+            contents: HashMap::new(),
+        }
+    }
+
+    fn add_all(&mut self, ranked: Vec<Ranked>, reason: &str) {
+        for Ranked { memory, .. } in ranked {
+            if self.token_count == self.budget {
+                break;
+            }
+            self.add(memory, reason);
+        }
+    }
+
+    /// Adds a memory when it fits what is left of the budget and is not in the pack yet.
+    fn add(&mut self, memory: Memory, reason: &str) {
+        let remaining = self.budget - self.token_count;
+        if self.contents.contains_key(&memory.id)
+            || self.cache.get(&memory).is_some_and(|cost| cost > remaining)
+        {
+            return;
+        }
+        let entry = format_entry(&memory);
+        let cost = self
+            .cache
+            .get(&memory)
+            .unwrap_or_else(|| self.cache.insert(&memory, tokens::count_tokens(&entry)));
+        if cost > remaining {
+            return;
+        }
+        self.token_count += cost;
+        self.context.push_str(&entry);
+        self.memory_ids.push(memory.id.clone());
+        self.reasons.push(reason.to_owned());
+        self.contents.insert(memory.id, memory.content);
+    }
+
+    fn finish(self) -> (ContextPack, HashMap<String, String>) {
+        debug_assert_eq!(self.token_count, tokens::count_tokens(&self.context));
+        let pack = ContextPack {
+            context: self.context,
+            memories_used: self.memory_ids.len(),
+            token_count: self.token_count,
+            memory_ids: self.memory_ids,
+            reasons: self.reasons,
+        };
+        (pack, self.contents)
+    }
+}
+
+/// Ranked memories packed as the task's matches.
+#[cfg(test)]
 fn pack(
     ranked: Vec<Ranked>,
     budget: usize,
     cache: &EntryTokens,
 ) -> (ContextPack, HashMap<String, String>) {
-    let mut context = String::new();
-    let mut token_count = 0;
-    let mut memory_ids = Vec::new();
-    let mut contents = HashMap::new();
-    for Ranked { memory, .. } in ranked {
-        let remaining = budget - token_count;
-        if cache.get(&memory).is_some_and(|cost| cost > remaining) {
-            continue;
-        }
-        let entry = format_entry(&memory);
-        let cost = cache
-            .get(&memory)
-            .unwrap_or_else(|| cache.insert(&memory, tokens::count_tokens(&entry)));
-        if cost > remaining {
-            continue;
-        }
-        token_count += cost;
-        context.push_str(&entry);
-        memory_ids.push(memory.id.clone());
-        contents.insert(memory.id, memory.content);
-        if token_count == budget {
-            break;
-        }
-    }
-    debug_assert_eq!(token_count, tokens::count_tokens(&context));
-    let pack = ContextPack { context, memories_used: memory_ids.len(), token_count, memory_ids };
-    (pack, contents)
+    let mut packer = Packer::new(budget, cache);
+    packer.add_all(ranked, MATCHES);
+    packer.finish()
 }
 
 /// One memory as a list item: `- [scope] text`, later lines indented under it.

@@ -257,11 +257,20 @@ impl Engine {
             return Err(Error::NotInReview { id: id.to_owned(), state });
         }
         let now = Timestamp::now();
-        let change = match action {
-            "approve" => MemoryChange { status: Some(Status::Active), ..MemoryChange::default() },
-            _ => MemoryChange { archived_at: Some(Some(now)), ..MemoryChange::default() },
+        let approved = action == "approve";
+        let change = match approved {
+            true => MemoryChange { status: Some(Status::Active), ..MemoryChange::default() },
+            // A rejected memory leaves review: archived, and stale should it be restored.
+            false => MemoryChange {
+                status: Some(Status::Stale),
+                archived_at: Some(Some(now)),
+                ..MemoryChange::default()
+            },
         };
-        self.apply_change(id, &change, now, &Audit { actor, action }).await
+        self.apply_change(id, &change, now, &Audit { actor, action }).await?;
+        // A decision on one side of a conflict settles it.
+        self.settle_conflicts_of(id, approved, actor).await?;
+        self.get_memory(id).await
     }
 
     /// The audit log, newest first.
@@ -405,12 +414,18 @@ impl Engine {
         let filter = MemoryFilter {
             scope: query.scope,
             status: query.status,
-            repo: query.repo,
+            repo: None,
             include_archived: false,
         };
-        let mut candidates = self.candidates_of_anyone(&q, &filter, limit.max(50), query.mode).await?;
-        candidates.retain(|candidate| privacy::readable(&candidate.memory, owners, &shared));
-        let ranked = rank::rank(candidates, &rank::Preferences::default(), Timestamp::now());
+        // Other repositories' memories are dropped below: ask for more when there may be some.
+        let wanted = if query.repo.is_some() { limit.max(50) * 4 } else { limit.max(50) };
+        let mut candidates = self.candidates_of_anyone(&q, &filter, wanted, query.mode).await?;
+        candidates.retain(|candidate| {
+            repo_admits(query.repo.as_deref(), &candidate.memory)
+                && privacy::readable(&candidate.memory, owners, &shared)
+        });
+        let preferences = rank::Preferences { repo: query.repo.as_deref(), boost: None };
+        let ranked = rank::rank(candidates, &preferences, Timestamp::now());
         let hits = ranked
             .into_iter()
             .take(limit as usize)
@@ -494,4 +509,14 @@ impl Engine {
 /// Scores go out with four decimals: enough to order by, no noise.
 fn round(score: f64) -> f64 {
     (score * 10_000.0).round() / 10_000.0
+}
+
+/// The one repository rule of retrieval (search, context packs, guards): a request that names
+/// a repository sees that repository's memories and those of no repository, never another
+/// repository's; a request that names none sees all.
+pub(crate) fn repo_admits(repo: Option<&str>, memory: &Memory) -> bool {
+    match (repo, memory.repo.as_deref()) {
+        (Some(wanted), Some(own)) => wanted == own,
+        _ => true,
+    }
 }

@@ -31,8 +31,8 @@ const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
 /// What the request prefers, beyond the words.
 #[derive(Default)]
 pub(crate) struct Preferences<'a> {
-    /// The repository the request is about: its memories rank higher, and memories scoped to
-    /// another repository are left out.
+    /// The repository the request is about: its memories rank higher, and another
+    /// repository's memories are left out.
     pub repo: Option<&'a str>,
     /// An extra score for a memory, such as naming a file the task touches.
     pub boost: Option<&'a (dyn Fn(&Memory) -> f64 + Sync)>,
@@ -70,12 +70,10 @@ pub(crate) fn rank(
     ranked
 }
 
-/// Memories scoped to another repository than the requested one are left out.
+/// Another repository's memories are left out, whatever their scope (the one repository
+/// rule, [`crate::repo_admits`]).
 fn belongs(memory: &Memory, repo: Option<&str>) -> bool {
-    match (repo, memory.scope, memory.repo.as_deref()) {
-        (Some(wanted), Scope::Repo, Some(own)) => wanted == own,
-        _ => true,
-    }
+    crate::repo_admits(repo, memory)
 }
 
 fn score(memory: &Memory, relevance: f64, preferences: &Preferences<'_>, now: Timestamp) -> f64 {
@@ -135,11 +133,14 @@ mod tests {
     fn other_repositories_are_left_out_and_stale_memories_sink() {
         let mut other = candidate("other repo", Scope::Repo, 1.0);
         other.memory.repo = Some("elsewhere".into());
+        let mut other_task = candidate("other repo's task", Scope::Task, 1.0);
+        other_task.memory.repo = Some("elsewhere".into());
         let mut stale = candidate("stale", Scope::Repo, 1.0);
         stale.memory.status = Status::Stale;
         let fresh = candidate("fresh", Scope::Repo, 1.0);
         let preferences = Preferences { repo: Some("cairn"), boost: None };
-        let ranked = rank(vec![other, stale, fresh], &preferences, Timestamp::from_millis(0));
+        let ranked =
+            rank(vec![other, other_task, stale, fresh], &preferences, Timestamp::from_millis(0));
         let order: Vec<&str> = ranked.iter().map(|r| r.memory.content.as_str()).collect();
         assert_eq!(order, ["fresh", "stale"]);
     }

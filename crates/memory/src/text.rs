@@ -53,6 +53,18 @@ const STOP_WORDS: &[&str] = &[
     "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
+/// Words that make a note a rule or a preference: "use pnpm, not npm", "never push to
+/// main", "we prefer tabs", "don't" (split as `don` `t`).
+const RULE_WORDS: &[&str] = &[
+    "always", "never", "use", "must", "should", "prefer", "avoid", "instead", "only", "not",
+    "no", "don",
+];
+
+/// Whether `text` reads as a standing rule or preference.
+pub(crate) fn is_rule(text: &str) -> bool {
+    words(text).any(|word| RULE_WORDS.contains(&word.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,10 @@ pub struct ContextPack {
     pub token_count: usize,
     /// The identifiers of the memories used, in the order they appear.
     pub memory_ids: Vec<String>,
+    /// Why each memory is in the pack, in the order of `memoryIds`: `matches the task`, or
+    /// `a standing rule of repository <repo>` (a rule or preference of the task's
+    /// repository, included after what matches while the budget allows).
+    pub reasons: Vec<String>,
 }
 
 /// The body of `POST /api/coding-context`.

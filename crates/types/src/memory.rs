@@ -203,6 +203,8 @@ pub struct SearchQuery {
     /// The words to look for; required.
     pub q: Option<String>,
     pub scope: Option<Scope>,
+    /// This repository's memories, ranked first, and those of no repository; never another
+    /// repository's (the rule context packs and guards follow too).
     pub repo: Option<String>,
     pub status: Option<Status>,
     /// How many hits; default 20, at most 100.
