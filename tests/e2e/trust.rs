@@ -271,7 +271,9 @@ async fn one_visitor_never_gets_anothers_data_nor_the_developers_notes() {
 async fn the_readme_example_packs_the_repositorys_standing_rules() {
     let daemon = Daemon::start();
     let rule = daemon
-        .remember(json!({"content": "Use pnpm, not npm, in this repo.", "scope": "repo", "repo": "shop"}))
+        .remember(
+            json!({"content": "Use pnpm, not npm, in this repo.", "scope": "repo", "repo": "shop"}),
+        )
         .await;
     let match_ = daemon
         .remember(json!({"content": "Dependencies install slowly behind the office proxy.", "scope": "global"}))
@@ -280,19 +282,30 @@ async fn the_readme_example_packs_the_repositorys_standing_rules() {
         .remember(json!({"content": "Install dependencies with yarn only.", "scope": "repo", "repo": "other"}))
         .await;
     let pack = daemon
-        .post("/api/context", json!({"task": "install dependencies", "repo": "shop", "tokenBudget": 500}))
+        .post(
+            "/api/context",
+            json!({"task": "install dependencies", "repo": "shop", "tokenBudget": 500}),
+        )
         .await;
     assert_eq!(pack.status, 200, "{pack:?}");
-    let ids: Vec<&str> = pack.body["memoryIds"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
+    let ids: Vec<&str> =
+        pack.body["memoryIds"].as_array().unwrap().iter().map(|id| id.as_str().unwrap()).collect();
     assert_eq!(ids, [match_.as_str(), rule.as_str()], "what matches, then the rule: {pack:?}");
-    assert_eq!(pack.body["reasons"], json!(["matches the task", "a standing rule of repository shop"]));
+    assert_eq!(
+        pack.body["reasons"],
+        json!(["matches the task", "a standing rule of repository shop"])
+    );
     assert!(!ids.contains(&other.as_str()), "another repository's memory stays out");
 
     // One repository rule for search and guards too: this repository's and repo-less
     // memories, never another repository's.
     let search = daemon.get("/api/search?q=dependencies&repo=shop").await;
-    let found: Vec<&str> =
-        search.body["hits"].as_array().unwrap().iter().map(|hit| hit["memory"]["id"].as_str().unwrap()).collect();
+    let found: Vec<&str> = search.body["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["memory"]["id"].as_str().unwrap())
+        .collect();
     assert!(found.contains(&match_.as_str()) && !found.contains(&other.as_str()), "{search:?}");
 }
 
@@ -331,4 +344,66 @@ async fn a_review_decision_on_one_side_settles_its_conflict() {
     assert!(resolutions.contains(&format!("keep {pnpm}").as_str()), "{resolutions:?}");
     assert!(resolutions.contains(&format!("keep {spaces}").as_str()), "{resolutions:?}");
     assert_eq!(daemon.get("/api/governance/review").await.body["total"], 0);
+}
+
+#[tokio::test]
+async fn everything_a_contact_left_is_erased_in_one_call() {
+    let daemon = Daemon::start();
+    let ada = json!({"type": "sms", "id": "+15550001"});
+    let first = book_demo(&daemon, ada.clone(), "Ada", "ada@example.com").await;
+    let second = book_demo(&daemon, ada, "Ada", "ada@example.com").await;
+    let grace =
+        book_demo(&daemon, json!({"type": "sms", "id": "+15550002"}), "Grace", "grace@example.com")
+            .await;
+    let note = daemon
+        .remember(json!({"content": "Ada prefers calls after 3pm.", "scope": "global"}))
+        .await;
+    let owned =
+        daemon.get("/api/memories?limit=500").await.body["memories"].as_array().unwrap().len();
+    assert_eq!(owned, 4, "three demo requests and a note");
+
+    let erased = daemon
+        .post(
+            "/api/erase",
+            json!({"contact": {"channel": "sms", "address": "+15550001"}, "subject": "Ada"}),
+        )
+        .await;
+    assert_eq!(erased.status, 200, "{erased:?}");
+    let mut conversations: Vec<&str> = erased.body["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    conversations.sort_unstable();
+    let mut expected = vec![first.as_str(), second.as_str()];
+    expected.sort_unstable();
+    assert_eq!(conversations, expected);
+    assert_eq!(erased.body["memories"].as_array().unwrap().len(), 3, "two requests and the note");
+
+    // Gone from every route; Grace's data stays.
+    daemon.get(&format!("/api/memories/{note}")).await.assert_error(404, "MEMORY_NOT_FOUND");
+    daemon
+        .get(&format!("/api/runtime/conversations/{first}/events"))
+        .await
+        .assert_error(404, "CONVERSATION_NOT_FOUND");
+    assert_eq!(daemon.get(&format!("/api/runtime/conversations/{grace}/events")).await.status, 200);
+    let left = daemon.get("/api/memories?limit=500").await;
+    assert_eq!(left.body["memories"].as_array().unwrap().len(), 1);
+    assert!(!left.text.contains("ada@example.com") && left.text.contains("grace@example.com"));
+    // The audit keeps that the note was erased, and by whom, but not what it said.
+    let audit = daemon.get(&format!("/api/governance/audit?memoryId={note}")).await;
+    assert!(!audit.text.contains("3pm"), "{audit:?}");
+    let entries = audit.body["entries"].as_array().unwrap();
+    assert!(entries.iter().any(|entry| entry["action"] == "erase"), "{audit:?}");
+    // Nothing is left to erase; too short a subject is refused.
+    let again = daemon
+        .post("/api/erase", json!({"contact": {"channel": "sms", "address": "+15550001"}}))
+        .await;
+    assert_eq!(
+        (again.body["memories"].clone(), again.body["conversations"].clone()),
+        (json!([]), json!([]))
+    );
+    daemon.post("/api/erase", json!({"subject": "a"})).await.assert_error(422, "VALIDATION_ERROR");
+    assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 1);
 }

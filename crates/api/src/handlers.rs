@@ -5,10 +5,11 @@ use cairn_memory::Engine;
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, CreatedMemory, DreamReport, DreamRequest, ErrorEnvelope, EvidenceFormat,
-    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
-    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
-    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
+    ContextRequest, CreatedMemory, DreamReport, DreamRequest, ErasureReport, ErasureRequest,
+    ErrorEnvelope, EvidenceFormat, EvidencePack, EvidencePackRequest, GuardRequest, GuardResult,
+    Health, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome,
+    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, RemovedConnector, SearchQuery,
+    SearchResult, SyncReport,
 };
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -104,6 +105,7 @@ where
         Operation::ResolveConflict => {
             resolve_conflict(engine, actor, id, json(input(body).await?)?).await
         }
+        Operation::Erase => erase(engine, actor, json(input(body).await?)?).await,
         Operation::Health => health(inner).await,
         Operation::OpenApi => {
             Ok(bytes_response(StatusCode::OK, "application/json", inner.config.openapi.clone()))
@@ -440,6 +442,20 @@ pub(crate) struct PageQuery {
     /// Default 50, at most 500.
     limit: Option<u32>,
     offset: Option<u64>,
+}
+
+/// Deletes for good: memories, conversations, or everything a contact or a subject left.
+/// Memories go with their full-text entries, vectors and the content of their audit
+/// entries (the audit keeps that each was erased, by whom and when); conversations with
+/// their events, prompts and snapshots.
+#[utoipa::path(post, path = "/api/erase", tag = "governance", request_body = ErasureRequest,
+    responses(
+        (status = 200, description = "What was erased", body = ErasureReport),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn erase(engine: &Engine, actor: &str, request: ErasureRequest) -> Reply {
+    Ok(json_response(StatusCode::OK, &engine.erase(request, actor).await?))
 }
 
 /// The service's health.

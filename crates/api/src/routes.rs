@@ -37,6 +37,7 @@ pub enum Operation {
     DreamCycle,
     ListConflicts,
     ResolveConflict,
+    Erase,
     Health,
     OpenApi,
 }
@@ -72,7 +73,8 @@ impl Operation {
             | Operation::RemoveConnector
             | Operation::SyncConnector
             | Operation::DreamCycle
-            | Operation::ResolveConflict => Role::Admin,
+            | Operation::ResolveConflict
+            | Operation::Erase => Role::Admin,
         }
     }
 
@@ -91,6 +93,7 @@ impl Operation {
             | Operation::RemoveConnector
             | Operation::SyncConnector
             | Operation::DreamCycle
+            | Operation::Erase
             | Operation::ResolveConflict => RateClass::Write,
             Operation::ListMemories
             | Operation::EvidencePack
@@ -229,6 +232,7 @@ pub const ROUTES: &[Route] = &[
         operations: &[(Method::POST, Operation::ResolveConflict)],
         allow: "POST",
     },
+    Route { path: "/api/erase", operations: &[(Method::POST, Operation::Erase)], allow: "POST" },
     Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },
     Route { path: "/openapi.json", operations: &[(Method::GET, Operation::OpenApi)], allow: "GET" },
 ];

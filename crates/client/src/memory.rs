@@ -3,10 +3,10 @@
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, CreatedMemory, DreamReport, DreamRequest, EvidencePack, EvidencePackRequest,
-    GuardRequest, GuardResult, Health, Memory, MemoryList, MemoryListQuery, MemoryPatch,
-    NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest,
-    RemovedConnector, SearchQuery, SearchResult, SyncReport,
+    ContextRequest, CreatedMemory, DreamReport, DreamRequest, ErasureReport, ErasureRequest,
+    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
+    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
+    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
 };
 use http::Method;
 use serde::Serialize;
@@ -198,6 +198,12 @@ impl Client {
     ) -> Result<Conflict, Error> {
         let path = format!("/api/conflicts/{}/resolve", segment(id));
         self.call(Method::POST, &path, None, Body::Json(resolution)).await
+    }
+
+    /// `POST /api/erase` (admin): deletes memories, conversations, or everything a contact
+    /// or subject left, for good.
+    pub async fn erase(&self, request: &ErasureRequest) -> Result<ErasureReport, Error> {
+        self.call(Method::POST, "/api/erase", None, Body::Json(request)).await
     }
 
     /// `GET /api/health`.

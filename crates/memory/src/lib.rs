@@ -9,8 +9,8 @@ mod consolidate;
 mod context;
 mod dream;
 pub mod embed;
-pub mod privacy;
 mod guard;
+pub mod privacy;
 mod rank;
 mod semantic;
 mod sources;
@@ -23,9 +23,10 @@ use std::sync::Arc;
 use cairn_store::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store, StoreError};
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
-    EvidencePack, GuardRequest, GuardResult, IdPrefix, Memory, MemoryList, MemoryListQuery,
-    MemoryPatch, NewMemory, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest,
-    RetrievalMode, SearchHit, SearchQuery, SearchResult, Status, Timestamp, new_id,
+    ErasureReport, ErasureRequest, EvidencePack, GuardRequest, GuardResult, IdPrefix, Memory,
+    MemoryList, MemoryListQuery, MemoryPatch, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
+    PatchEvidenceRequest, RetrievalMode, SearchHit, SearchQuery, SearchResult, Status, Timestamp,
+    new_id,
 };
 
 pub use crate::tokens::count_tokens;
@@ -518,5 +519,55 @@ pub(crate) fn repo_admits(repo: Option<&str>, memory: &Memory) -> bool {
     match (repo, memory.repo.as_deref()) {
         (Some(wanted), Some(own)) => wanted == own,
         _ => true,
+    }
+}
+
+impl Engine {
+    /// Deletes for good what `request` names: memories (rows, full-text entries, vectors,
+    /// token counts, the content of their audit entries; the audit keeps that each was
+    /// erased, by whom and when) and conversations (events, prompts, snapshots).
+    pub async fn erase(&self, request: ErasureRequest, actor: &str) -> Result<ErasureReport> {
+        let subject = match request.subject.map(|subject| subject.trim().to_owned()) {
+            Some(subject) if subject.chars().count() < 3 => {
+                return Err(Error::Invalid {
+                    field: "subject",
+                    reason: "give at least 3 characters, so an erasure cannot sweep everything"
+                        .to_owned(),
+                });
+            }
+            subject => subject,
+        };
+        let mut memories = request.memory_ids;
+        let mut conversations = request.conversation_ids;
+        if let Some(contact) = &request.contact {
+            let tag = privacy::contact_tag(&contact.channel, &contact.address);
+            memories.extend(self.store.memory_ids_tagged(&tag).await?);
+            conversations.extend(
+                self.store.conversations_with_contact(&contact.channel, &contact.address).await?,
+            );
+        }
+        if let Some(subject) = &subject {
+            memories.extend(self.store.memory_ids_containing(subject).await?);
+            conversations.extend(self.store.conversations_mentioning(subject).await?);
+        }
+        // What a conversation owns goes with it.
+        for conversation in &conversations {
+            let tag = privacy::conversation_tag(conversation);
+            memories.extend(self.store.memory_ids_tagged(&tag).await?);
+        }
+        memories.sort_unstable();
+        memories.dedup();
+        conversations.sort_unstable();
+        conversations.dedup();
+        let audit = Audit { actor, action: "erase" };
+        let erased = self.store.erase_memories(&memories, Timestamp::now(), &audit).await?;
+        for id in &erased {
+            self.entry_tokens.remove(id);
+            if let Some(semantic) = &self.semantic {
+                semantic.remove(id);
+            }
+        }
+        let deleted = self.store.delete_conversations(&conversations).await?;
+        Ok(ErasureReport { memories: erased, conversations: deleted })
     }
 }

@@ -57,6 +57,11 @@ impl Semantic {
         semantic
     }
 
+    /// Forgets an erased memory's vector.
+    pub(crate) fn remove(&self, id: &str) {
+        self.index.write().expect("index lock").remove(id);
+    }
+
     pub(crate) fn model(&self) -> &str {
         self.embedder.model()
     }

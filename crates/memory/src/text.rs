@@ -56,8 +56,8 @@ const STOP_WORDS: &[&str] = &[
 /// Words that make a note a rule or a preference: "use pnpm, not npm", "never push to
 /// main", "we prefer tabs", "don't" (split as `don` `t`).
 const RULE_WORDS: &[&str] = &[
-    "always", "never", "use", "must", "should", "prefer", "avoid", "instead", "only", "not",
-    "no", "don",
+    "always", "never", "use", "must", "should", "prefer", "avoid", "instead", "only", "not", "no",
+    "don",
 ];
 
 /// Whether `text` reads as a standing rule or preference.

@@ -44,6 +44,11 @@ impl EntryTokens {
         (version == Version::of(memory)).then_some(count)
     }
 
+    /// Forgets an erased memory.
+    pub(crate) fn remove(&self, id: &str) {
+        self.counts.lock().expect("token cache lock").remove(id);
+    }
+
     pub(crate) fn insert(&self, memory: &Memory, count: usize) -> usize {
         let mut counts = self.counts.lock().expect("token cache lock");
         if counts.len() >= MAX_CACHED_ENTRIES {

@@ -374,6 +374,62 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
+    async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>> {
+        let ids = ids.to_vec();
+        self.write(move |tx| {
+            let mut deleted = Vec::new();
+            for id in &ids {
+                for statement in [
+                    "DELETE FROM runtime_events WHERE conversation_id = ?1",
+                    "DELETE FROM runtime_prompts WHERE conversation_id = ?1",
+                    "DELETE FROM runtime_idempotency WHERE conversation_id = ?1",
+                ] {
+                    tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+                }
+                let removed = tx
+                    .prepare_cached("DELETE FROM conversations WHERE id = ?1")
+                    .map_err(sql)?
+                    .execute([id])
+                    .map_err(sql)?;
+                if removed > 0 {
+                    deleted.push(id.clone());
+                }
+            }
+            Ok(deleted)
+        })
+        .await
+    }
+
+    async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>> {
+        let (kind, address) = (kind.to_owned(), address.to_owned());
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id FROM conversations WHERE json_extract(channel, '$.type') = ?1 \
+                     AND json_extract(channel, '$.id') = ?2",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([kind, address], |row| row.get(0)).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)).collect()
+        })
+        .await
+    }
+
+    async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>> {
+        let text = text.to_lowercase();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT DISTINCT conversation_id FROM runtime_events \
+                     WHERE instr(lower(data), ?1) > 0",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([text], |row| row.get(0)).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)).collect()
+        })
+        .await
+    }
+
     async fn commit(&self, commit: &Commit) -> Result<CommitOutcome> {
         let commit = commit.clone();
         self.write(move |tx| apply_commit(tx, &commit)).await

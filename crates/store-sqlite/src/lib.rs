@@ -618,6 +618,69 @@ impl MemoryStore for SqliteStore {
         })
         .await
     }
+
+    async fn erase_memories(
+        &self,
+        ids: &[String],
+        at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Vec<String>> {
+        let ids = ids.to_vec();
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
+        let (erased, live) = self
+            .write(move |tx| {
+                let audit = Audit { actor: &actor, action: &action };
+                let mut erased = Vec::new();
+                let mut live = 0;
+                for id in &ids {
+                    let Some(memory) = read_memory(tx, id)? else { continue };
+                    live += u64::from(memory.archived_at.is_none());
+                    for statement in [
+                        // The FTS trigger removes a live memory's entry; vectors cascade.
+                        "DELETE FROM memories WHERE id = ?1",
+                        "DELETE FROM task_recalls WHERE memory_id = ?1",
+                        "DELETE FROM connector_items WHERE memory_id = ?1",
+                        "DELETE FROM conflicts WHERE first_id = ?1 OR second_id = ?1",
+                        "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
+                    ] {
+                        tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+                    }
+                    audit::append(tx, &audit, at, id, None, None)?;
+                    erased.push(id.clone());
+                }
+                Ok((erased, live))
+            })
+            .await?;
+        subtract(&self.live_memories, live);
+        Ok(erased)
+    }
+
+    async fn memory_ids_tagged(&self, tag: &str) -> Result<Vec<String>> {
+        let tag = tag.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id FROM memories \
+                     WHERE EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ?1)",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([tag], |row| row.get(0)).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)).collect()
+        })
+        .await
+    }
+
+    async fn memory_ids_containing(&self, text: &str) -> Result<Vec<String>> {
+        let text = text.to_lowercase();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached("SELECT id FROM memories WHERE instr(lower(content), ?1) > 0")
+                .map_err(sql)?;
+            let rows = statement.query_map([text], |row| row.get(0)).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)).collect()
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

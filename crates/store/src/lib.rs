@@ -157,12 +157,36 @@ pub trait MemoryStore: Send + Sync {
     async fn evidence_for_task(&self, task_key: &str) -> Result<Vec<PatchEvidence>>;
 
     async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>>;
+
+    /// Deletes memories for good, in one transaction: the rows with their full-text entries
+    /// and vectors, the recall log, connector items and conflicts that name them, and the
+    /// content of their audit entries (`before` and `after` are cleared); an entry of
+    /// `audit.action` records that each was erased, by whom and when. Returns the ids that
+    /// existed.
+    async fn erase_memories(
+        &self,
+        ids: &[String],
+        at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Vec<String>>;
+
+    /// The ids of memories carrying `tag`, archived ones included.
+    async fn memory_ids_tagged(&self, tag: &str) -> Result<Vec<String>>;
+
+    /// The ids of memories whose text contains `text` (case folded), archived ones included.
+    async fn memory_ids_containing(&self, text: &str) -> Result<Vec<String>>;
 }
 
 /// Everything Cairn stores, for code that holds one backend.
-pub trait Store: MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore {}
+pub trait Store:
+    MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore + ConversationStore
+{
+}
 
-impl<T: MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore> Store for T {}
+impl<T> Store for T where
+    T: MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore + ConversationStore
+{
+}
 
 /// Storage for API keys. Keys are looked up by the SHA-256 of the presented key.
 #[async_trait]
@@ -444,6 +468,17 @@ pub trait ConversationStore: Send + Sync {
     async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>>;
 
     async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>>;
+
+    /// Deletes conversations for good, in one transaction, with their events, prompts,
+    /// snapshots and idempotency keys. Returns the ids that existed.
+    async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>>;
+
+    /// The ids of conversations on a channel of `kind` with the contact's `address`
+    /// (`channel.type` and `channel.id`).
+    async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>>;
+
+    /// The ids of conversations whose events mention `text` (case folded).
+    async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>>;
 
     async fn commit(&self, commit: &Commit) -> Result<CommitOutcome>;
 

@@ -49,3 +49,42 @@ pub struct AuditList {
     pub limit: u32,
     pub offset: u64,
 }
+
+/// The body of `POST /api/erase`: what to delete for good. Give any of the fields; all
+/// that they name is erased in one call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ErasureRequest {
+    /// Memories, by id.
+    #[serde(default)]
+    pub memory_ids: Vec<String>,
+    /// Conversations, by id, with their events, prompts and snapshots.
+    #[serde(default)]
+    pub conversation_ids: Vec<String>,
+    /// Everything a contact left: the memories the runtime keeps for them and their
+    /// conversations on that channel.
+    #[serde(default)]
+    pub contact: Option<ContactRef>,
+    /// Everything that mentions a subject (e.g. an e-mail address): memories whose text and
+    /// conversations whose events contain it (case folded; at least 3 characters).
+    #[serde(default)]
+    pub subject: Option<String>,
+}
+
+/// A contact as a channel knows them: the channel's type and their address on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContactRef {
+    /// The channel's type, e.g. `sms`.
+    pub channel: String,
+    /// The contact's address on it (the conversation channel's `id`), e.g. `+15550100`.
+    pub address: String,
+}
+
+/// What an erasure deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErasureReport {
+    pub memories: Vec<String>,
+    pub conversations: Vec<String>,
+}

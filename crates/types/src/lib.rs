@@ -29,7 +29,9 @@ pub use dream::{
     MergeGroup, ResolutionAction,
 };
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
-pub use governance::{AuditEntry, AuditList, AuditQuery};
+pub use governance::{
+    AuditEntry, AuditList, AuditQuery, ContactRef, ErasureReport, ErasureRequest,
+};
 pub use guard::{GuardFinding, GuardRequest, GuardResult};
 pub use health::Health;
 pub use id::{IdPrefix, new_id};
