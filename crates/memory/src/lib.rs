@@ -13,6 +13,7 @@ mod guard;
 pub mod privacy;
 mod rank;
 mod semantic;
+mod shell;
 mod sources;
 mod text;
 mod tokens;
