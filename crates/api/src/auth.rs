@@ -174,7 +174,7 @@ impl Authenticator {
             unauthorized("bearer tokens are not accepted: no JWT key is configured")
         })?;
         let data = jsonwebtoken::decode::<Claims>(token, &verifier.key, &verifier.validation)
-            .map_err(|error| unauthorized(format!("the bearer token is not valid: {error}")))?;
+            .map_err(|error| unauthorized(format!("the bearer token {}", token_problem(&error))))?;
         let role = data
             .claims
             .role
@@ -186,6 +186,27 @@ impl Authenticator {
         let subject =
             data.claims.sub.ok_or_else(|| unauthorized("the bearer token has no `sub` claim"))?;
         Ok(Principal { id: format!("jwt:{subject}"), role })
+    }
+}
+
+/// What is wrong with a bearer token, in the caller's terms.
+fn token_problem(error: &jsonwebtoken::errors::Error) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match error.kind() {
+        ErrorKind::ExpiredSignature => "has expired (its `exp` is past)".to_owned(),
+        ErrorKind::ImmatureSignature => "is not valid yet (its `nbf` is in the future)".to_owned(),
+        ErrorKind::InvalidSignature => "is not signed with this daemon's key".to_owned(),
+        ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
+            "is signed with an algorithm this daemon does not accept".to_owned()
+        }
+        ErrorKind::MissingRequiredClaim(claim) => format!("has no `{claim}` claim"),
+        ErrorKind::InvalidToken
+        | ErrorKind::Base64(_)
+        | ErrorKind::Json(_)
+        | ErrorKind::Utf8(_) => {
+            "is not a JWT (three base64url parts: header, claims, signature)".to_owned()
+        }
+        _ => format!("is not valid ({error})"),
     }
 }
 

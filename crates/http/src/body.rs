@@ -107,9 +107,9 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         if inner.is_syntax() || inner.is_eof() {
             ApiError::validation(format!("the request body is not valid JSON: {inner}"))
         } else if path == "." {
-            ApiError::validation(format!("body: {inner}"))
+            ApiError::validation(format!("body: {}", plain(&inner.to_string())))
         } else {
-            ApiError::validation(format!("{path}: {inner}"))
+            ApiError::validation(format!("{path}: {}", plain(&inner.to_string())))
         }
     })?;
     deserializer.end().map_err(|error| {
@@ -126,9 +126,88 @@ pub fn parse_query<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiErr
         let path = error.path().to_string();
         let inner = error.into_inner();
         if path == "." {
-            ApiError::validation(format!("query: {inner}"))
+            ApiError::validation(format!("query: {}", plain(&inner.to_string())))
         } else {
-            ApiError::validation(format!("query parameter `{path}`: {inner}"))
+            ApiError::validation(format!("query parameter `{path}`: {}", plain(&inner.to_string())))
         }
     })
+}
+
+/// A deserializer's message in the caller's terms: JSON kinds, not Rust types.
+fn plain(message: &str) -> String {
+    const RUST_TYPES: &[(&str, &str)] = &[
+        ("expected u8", "expected a whole number of 0 or more"),
+        ("expected u16", "expected a whole number of 0 or more"),
+        ("expected u32", "expected a whole number of 0 or more"),
+        ("expected u64", "expected a whole number of 0 or more"),
+        ("expected usize", "expected a whole number of 0 or more"),
+        ("expected i32", "expected a whole number"),
+        ("expected i64", "expected a whole number"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+        ("expected a sequence", "expected a JSON array"),
+        ("expected a map", "expected a JSON object"),
+    ];
+    if let Some(rest) = message.strip_prefix("data did not match any variant of untagged enum ") {
+        return match rest.split_whitespace().next().unwrap_or_default() {
+            "ChannelInput" => {
+                "expected a channel: a name such as \"web\", or an object {\"type\": \"sms\", \"id\": …}"
+                    .to_owned()
+            }
+            _ => "not one of the accepted shapes".to_owned(),
+        };
+    }
+    let mut plain = message.to_owned();
+    for (rust, json) in RUST_TYPES {
+        if let Some(at) = plain.find(rust)
+            && !plain[at + rust.len()..].starts_with(|c: char| c.is_ascii_alphanumeric())
+        {
+            plain.replace_range(at..at + rust.len(), json);
+        }
+    }
+    if let Some(at) = plain.find(", expected struct ") {
+        plain.replace_range(at.., ", expected a JSON object");
+    }
+    plain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Sample {
+        limit: Option<u32>,
+        nested: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        name: String,
+    }
+
+    #[test]
+    fn errors_name_the_field_in_the_callers_terms() {
+        let error = parse_json::<Sample>(br#"{"limit": "ten"}"#).unwrap_err();
+        assert_eq!(
+            error.message(),
+            "limit: invalid type: string \"ten\", expected a whole number of 0 or more at line 1 column 15"
+        );
+        let error = parse_json::<Sample>(br#"{"nested": 3}"#).unwrap_err();
+        assert!(
+            error
+                .message()
+                .starts_with("nested: invalid type: integer `3`, expected a JSON object"),
+            "{}",
+            error.message()
+        );
+        let error = parse_query::<Sample>(Some("limit=-1")).unwrap_err();
+        assert!(!error.message().contains("u32"), "{}", error.message());
+        assert_eq!(
+            parse_json::<Sample>(b"[]").unwrap_err().message(),
+            "body: a JSON object is expected"
+        );
+    }
 }
