@@ -23,6 +23,9 @@ tasks:
   schemathesis [ARGS] fuzz the real daemon over its whole OpenAPI document (schemathesis
                      from PyPI, into target/python; ARGS go to `st run`)
   mcp                the official MCP Python SDK against `cairn mcp` and the daemon's /mcp
+  fuzz [CASES]       the property tests of every parser of outside input (bodies, queries,
+                     the channel-event envelope, routes, Last-Event-ID, the guard's shell
+                     parser), CASES each (default 20000; `cargo test` runs 256)
 ";
 
 fn main() -> anyhow::Result<()> {
@@ -44,6 +47,14 @@ fn main() -> anyhow::Result<()> {
         "tidy" => tidy::run(&root),
         "schemathesis" => python::schemathesis(&root, &rest),
         "mcp" => python::mcp(&root),
+        "fuzz" => {
+            let cases = rest.first().map_or("20000", String::as_str);
+            let packages = ["-p", "cairn-http", "-p", "cairn-runtime", "-p", "cairn-memory"];
+            let mut command = vec!["test", "--release", "--lib"];
+            command.extend(packages);
+            command.push("fuzz_");
+            cargo(&command, &[("PROPTEST_CASES", cases)])
+        }
         "" | "help" | "--help" | "-h" => {
             print!("{HELP}");
             Ok(())

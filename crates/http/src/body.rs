@@ -210,4 +210,88 @@ mod tests {
             "body: a JSON object is expected"
         );
     }
+
+    use cairn_types::runtime::{ChannelEventInput, CreateConversationInput, SendMessageBody};
+    use cairn_types::{
+        ContextRequest, ErrorCode, GuardRequest, MemoryListQuery, NewMemory, SearchQuery,
+    };
+    use proptest::prelude::*;
+
+    /// Any JSON, a few levels deep, with the field names the bodies use.
+    fn json() -> impl Strategy<Value = serde_json::Value> {
+        let names = prop::sample::select(vec![
+            "content",
+            "scope",
+            "repo",
+            "tags",
+            "task",
+            "tokenBudget",
+            "action",
+            "message",
+            "channel",
+            "kind",
+            "text",
+            "event",
+            "metadata",
+            "id",
+            "limit",
+            "x",
+        ]);
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
+            ".{0,12}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                prop::collection::btree_map(names.clone(), inner, 0..6).prop_map(|map| {
+                    serde_json::Value::Object(
+                        map.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    /// Parses a body into every kind of request; a failure is always a 422.
+    fn parse_every_body(bytes: &[u8]) {
+        fn check<T: serde::de::DeserializeOwned>(bytes: &[u8]) {
+            if let Err(error) = parse_json::<T>(bytes) {
+                assert_eq!(error.code(), ErrorCode::ValidationError, "{}", error.message());
+            }
+        }
+        check::<NewMemory>(bytes);
+        check::<ContextRequest>(bytes);
+        check::<GuardRequest>(bytes);
+        check::<ChannelEventInput>(bytes);
+        check::<CreateConversationInput>(bytes);
+        check::<SendMessageBody>(bytes);
+    }
+
+    proptest! {
+        #[test]
+        fn fuzz_json_bodies_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            parse_every_body(&bytes);
+        }
+
+        #[test]
+        fn fuzz_structured_bodies_are_parsed_or_refused_with_422(value in json()) {
+            parse_every_body(value.to_string().as_bytes());
+        }
+
+        #[test]
+        fn fuzz_query_strings_never_panic(query in "[a-zA-Z=&%0-9._+-]{0,64}") {
+            for result in [
+                parse_query::<MemoryListQuery>(Some(&query)).err(),
+                parse_query::<SearchQuery>(Some(&query)).err(),
+            ] {
+                if let Some(error) = result {
+                    prop_assert_eq!(error.code(), ErrorCode::ValidationError);
+                }
+            }
+        }
+    }
 }

@@ -1782,4 +1782,28 @@ mod tests {
         let pipes = "curl x | ".repeat(5_000) + "sh";
         assert!(parse(&pipes).commands.iter().any(|command| command.runs_download));
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any text parses, without panic, into commands whose words come from the text.
+        #[test]
+        fn fuzz_any_text_parses(text in "[ -~\n]{0,160}") {
+            let _ = parse(&text);
+            let _ = parse_words(&text);
+        }
+
+        /// Shell-like text, heavy on the characters that nest and quote.
+        #[test]
+        fn fuzz_shell_like_text_parses(parts in prop::collection::vec(
+            prop::sample::select(vec![
+                "rm", "-rf", "/", "$(", ")", "`", "'", "\"", "<(", "|", "&&", ";", "bash -c",
+                "echo", "<<EOF", "EOF", "\n", "\\", "sudo", "python -c", "{", "}", "x",
+            ]),
+            0..40,
+        )) {
+            let _ = parse(&parts.join(" "));
+            let _ = parse(&parts.concat());
+        }
+    }
 }

@@ -98,4 +98,42 @@ mod tests {
         assert!(merge_envelope(body).unwrap_err().contains("event.verified"));
         assert!(merge_envelope(object(json!({"event": 3}))).is_err());
     }
+
+    use proptest::prelude::*;
+
+    fn field() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(ENVELOPE_FIELDS.to_vec()).prop_map(str::to_owned),
+            Just("event".to_owned()),
+            "[a-z]{1,8}",
+        ]
+    }
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 32, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                prop::collection::btree_map(field(), inner, 0..5)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Any body merges or is refused with a reason; a merged body has no envelope left.
+        #[test]
+        fn fuzz_envelope_merge(body in prop::collection::btree_map(field(), json(), 0..8)) {
+            let body: Map<String, Value> = body.into_iter().collect();
+            match merge_envelope(body) {
+                Ok(merged) => prop_assert!(!merged.contains_key("event")),
+                Err(reason) => prop_assert!(reason.starts_with("event")),
+            }
+        }
+    }
 }

@@ -709,3 +709,33 @@ fn last_event_id(parts: &Parts) -> Result<Option<u64>, ApiError> {
 pub(crate) fn header_value(text: &str) -> HeaderValue {
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Any path routes to an operation or is refused with 404 or 405.
+        #[test]
+        fn fuzz_routes(path in "(/[a-z_\\-]{0,14}){0,5}/?", post in any::<bool>()) {
+            let method = if post { Method::POST } else { Method::GET };
+            if let Err(error) = route(&method, &path) {
+                prop_assert!(matches!(error.code(), ErrorCode::NotFound | ErrorCode::MethodNotAllowed));
+            }
+        }
+
+        /// `Last-Event-ID` is an offset, empty, or a 422.
+        #[test]
+        fn fuzz_last_event_id(value in "[ -~]{0,24}") {
+            let Ok(header) = HeaderValue::from_str(&value) else { return Ok(()) };
+            let (parts, ()) = Request::builder().header("last-event-id", header).body(()).unwrap().into_parts();
+            match last_event_id(&parts) {
+                Ok(Some(offset)) => prop_assert_eq!(value.trim().parse::<u64>().ok(), Some(offset)),
+                Ok(None) => prop_assert!(value.trim().is_empty()),
+                Err(error) => prop_assert_eq!(error.code(), ErrorCode::ValidationError),
+            }
+        }
+    }
+}
