@@ -284,13 +284,12 @@ mod tests {
 
         #[test]
         fn fuzz_query_strings_never_panic(query in "[a-zA-Z=&%0-9._+-]{0,64}") {
-            for result in [
+            let errors = [
                 parse_query::<MemoryListQuery>(Some(&query)).err(),
                 parse_query::<SearchQuery>(Some(&query)).err(),
-            ] {
-                if let Some(error) = result {
-                    prop_assert_eq!(error.code(), ErrorCode::ValidationError);
-                }
+            ];
+            for error in errors.into_iter().flatten() {
+                prop_assert_eq!(error.code(), ErrorCode::ValidationError);
             }
         }
     }
