@@ -446,3 +446,126 @@ async fn guards_read_the_command_and_failures_stay_in_their_repository() {
     let elsewhere = guard("make deploy", Some("other")).await;
     assert_eq!(elsewhere["warnings"], json!([]), "{elsewhere}");
 }
+
+fn key(directory: &std::path::Path, role: &str) -> String {
+    let output = run_cairn(directory, "keys", &["create", "--role", role], &[]);
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap().lines().last().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
+    use crate::util::Body;
+    use hyper::Method;
+    let directory = tempfile::tempdir().unwrap();
+    let server_key = key(directory.path(), "runtime");
+    let write_key = key(directory.path(), "write");
+    let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
+    let call =
+        async |method: Method, path: &str, credential: (&str, &str), body: serde_json::Value| {
+            let body = if body.is_null() { Body::None } else { Body::Json(body) };
+            daemon.request_with(method, path, body, &[credential]).await
+        };
+    let as_server = ("x-api-key", server_key.as_str());
+
+    // The server side: a runtime key creates conversations, and cannot touch memory.
+    let mine = call(Method::POST, "/api/runtime/conversations", as_server, json!({})).await;
+    assert_eq!(mine.status, 201, "{mine:?}");
+    let mine = mine.body["conversation"]["id"].as_str().unwrap().to_owned();
+    let theirs = call(Method::POST, "/api/runtime/conversations", as_server, json!({})).await;
+    let theirs = theirs.body["conversation"]["id"].as_str().unwrap().to_owned();
+    call(Method::GET, "/api/memories", as_server, serde_json::Value::Null)
+        .await
+        .assert_error(403, "FORBIDDEN");
+    call(Method::GET, "/api/search?q=x", as_server, serde_json::Value::Null)
+        .await
+        .assert_error(403, "FORBIDDEN");
+
+    // A write key issues a token for one conversation.
+    let issued = call(
+        Method::POST,
+        "/api/conversation-tokens",
+        ("x-api-key", write_key.as_str()),
+        json!({"conversationId": mine, "ttlSeconds": 60}),
+    )
+    .await;
+    assert_eq!(issued.status, 201, "{issued:?}");
+    let token = issued.body["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("cvt_"));
+    let bearer = format!("Bearer {token}");
+    let as_browser = ("authorization", bearer.as_str());
+
+    // The token opens its conversation: messages, events, the stream (by query).
+    let sent = call(
+        Method::POST,
+        &format!("/api/runtime/conversations/{mine}/messages"),
+        as_browser,
+        json!({"message": "hello"}),
+    )
+    .await;
+    assert_eq!(sent.status, 200, "{sent:?}");
+    let events = call(
+        Method::GET,
+        &format!("/api/runtime/conversations/{mine}/events"),
+        as_browser,
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(events.status, 200, "{events:?}");
+    let path = format!("/api/runtime/conversations/{mine}/events/stream?token={token}");
+    let mut stream = daemon.stream(Method::GET, &path, Body::None, &[]).await;
+    assert_eq!(stream.status, 200);
+    assert_eq!(stream.next().await.unwrap().id.as_deref(), Some("0"));
+
+    // And nothing else.
+    for (method, path) in [
+        (Method::GET, format!("/api/runtime/conversations/{theirs}/events")),
+        (Method::POST, format!("/api/runtime/conversations/{theirs}/close")),
+        (Method::GET, "/api/runtime/conversations".to_owned()),
+        (Method::GET, "/api/memories".to_owned()),
+    ] {
+        let refused = call(method.clone(), &path, as_browser, serde_json::Value::Null).await;
+        refused.assert_error(403, "FORBIDDEN");
+    }
+    let path = format!("/api/runtime/conversations/{theirs}/events/stream?token={token}");
+    let other_stream = daemon.stream(Method::GET, &path, Body::None, &[]).await;
+    assert_eq!(other_stream.status, 403);
+
+    // Revoked, it opens nothing.
+    let token_id = issued.body["tokenId"].as_str().unwrap();
+    let revoked = call(
+        Method::DELETE,
+        &format!("/api/conversation-tokens/{token_id}"),
+        ("x-api-key", write_key.as_str()),
+        serde_json::Value::Null,
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{revoked:?}");
+    call(
+        Method::GET,
+        &format!("/api/runtime/conversations/{mine}/events"),
+        as_browser,
+        serde_json::Value::Null,
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+
+    // Expired, neither.
+    let short = call(
+        Method::POST,
+        "/api/conversation-tokens",
+        ("x-api-key", write_key.as_str()),
+        json!({"conversationId": mine, "ttlSeconds": 1}),
+    )
+    .await;
+    let short = format!("Bearer {}", short.body["token"].as_str().unwrap());
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    call(
+        Method::GET,
+        &format!("/api/runtime/conversations/{mine}/events"),
+        ("authorization", short.as_str()),
+        serde_json::Value::Null,
+    )
+    .await
+    .assert_error(401, "UNAUTHORIZED");
+}

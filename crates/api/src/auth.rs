@@ -67,9 +67,12 @@ pub struct AuthConfig {
 /// Who is calling, and what they may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// `key:<id>` for API keys, `jwt:<sub>` for tokens, `local:<address>` for solo callers.
+    /// `key:<id>` for API keys, `jwt:<sub>` for tokens, `token:<id>` for conversation tokens,
+    /// `local:<address>` for solo callers.
     pub id: String,
     pub role: Role,
+    /// The one conversation a conversation token opens.
+    pub conversation: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -145,7 +148,11 @@ impl Authenticator {
                 })?;
             let key = found
                 .ok_or_else(|| unauthorized("the API key is not valid (unknown or revoked)"))?;
-            return Ok(Principal { id: format!("key:{}", key.id), role: key.role });
+            return Ok(Principal {
+                id: format!("key:{}", key.id),
+                role: key.role,
+                conversation: None,
+            });
         }
         if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
             let authorization = authorization
@@ -155,18 +162,45 @@ impl Authenticator {
                 .strip_prefix("Bearer ")
                 .or_else(|| authorization.strip_prefix("bearer "))
                 .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <token>`"))?;
-            return self.verify_token(token.trim());
+            let token = token.trim();
+            if token.starts_with(CONVERSATION_TOKEN_PREFIX) {
+                return self.conversation_token(token).await;
+            }
+            return self.verify_token(token);
         }
         match self.config.profile {
             Profile::Solo => {
                 let address =
                     client.map_or_else(|| "unknown".to_owned(), |address| address.to_string());
-                Ok(Principal { id: format!("local:{address}"), role: Role::Admin })
+                Ok(Principal {
+                    id: format!("local:{address}"),
+                    role: Role::Admin,
+                    conversation: None,
+                })
             }
             Profile::Production => Err(unauthorized(
                 "credentials are required: send X-API-Key or Authorization: Bearer",
             )),
         }
+    }
+
+    /// A conversation token: the runtime role, for its conversation alone.
+    async fn conversation_token(&self, token: &str) -> Result<Principal, ApiError> {
+        let found =
+            self.keys.find_conversation_token(&hash_key(token), Timestamp::now()).await.map_err(
+                |error| {
+                    tracing::error!(%error, "token lookup failed");
+                    ApiError::new(ErrorCode::InternalError, "internal error")
+                },
+            )?;
+        let record = found.ok_or_else(|| {
+            unauthorized("the conversation token is not valid (unknown, expired or revoked)")
+        })?;
+        Ok(Principal {
+            id: format!("token:{}", record.id),
+            role: Role::Runtime,
+            conversation: Some(record.conversation_id),
+        })
     }
 
     fn verify_token(&self, token: &str) -> Result<Principal, ApiError> {
@@ -185,7 +219,7 @@ impl Authenticator {
             .map_err(|error| unauthorized(format!("the bearer token's role claim: {error}")))?;
         let subject =
             data.claims.sub.ok_or_else(|| unauthorized("the bearer token has no `sub` claim"))?;
-        Ok(Principal { id: format!("jwt:{subject}"), role })
+        Ok(Principal { id: format!("jwt:{subject}"), role, conversation: None })
     }
 }
 
@@ -230,6 +264,30 @@ pub fn hash_key(key: &str) -> String {
 }
 
 /// A new API key: the secret, shown once, and the record to store.
+/// How conversation tokens begin, to tell them from JWTs.
+pub const CONVERSATION_TOKEN_PREFIX: &str = "cvt_";
+
+/// A new conversation token for `conversation_id`, lasting `ttl`: the secret (shown once)
+/// and the record to store.
+pub fn new_conversation_token(
+    conversation_id: &str,
+    ttl: std::time::Duration,
+) -> (String, cairn_types::ConversationTokenRecord) {
+    let mut random = [0u8; 32];
+    getrandom::fill(&mut random).expect("the operating system provides randomness");
+    let secret = format!("{CONVERSATION_TOKEN_PREFIX}{}", hex::encode(random));
+    let created_at = Timestamp::now();
+    let record = cairn_types::ConversationTokenRecord {
+        id: new_id(IdPrefix::ConversationToken),
+        conversation_id: conversation_id.to_owned(),
+        hash: hash_key(&secret),
+        created_at,
+        expires_at: Timestamp::from_millis(created_at.as_millis() + ttl.as_millis() as i64),
+        revoked_at: None,
+    };
+    (secret, record)
+}
+
 pub fn new_api_key(role: Role, name: Option<String>) -> (String, ApiKey) {
     let mut random = [0u8; 32];
     getrandom::fill(&mut random).expect("the operating system provides randomness");

@@ -5,11 +5,11 @@ use cairn_memory::Engine;
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, CreatedMemory, DreamReport, DreamRequest, ErasureReport, ErasureRequest,
-    ErrorEnvelope, EvidenceFormat, EvidencePack, EvidencePackRequest, GuardRequest, GuardResult,
-    Health, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome,
-    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, RemovedConnector, SearchQuery,
-    SearchResult, SyncReport,
+    ContextRequest, ConversationToken, ConversationTokenRequest, CreatedMemory, DreamReport,
+    DreamRequest, ErasureReport, ErasureRequest, ErrorCode, ErrorEnvelope, EvidenceFormat,
+    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
+    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
+    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
 };
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -106,6 +106,10 @@ where
             resolve_conflict(engine, actor, id, json(input(body).await?)?).await
         }
         Operation::Erase => erase(engine, actor, json(input(body).await?)?).await,
+        Operation::CreateConversationToken => {
+            create_conversation_token(engine, json(input(body).await?)?).await
+        }
+        Operation::RevokeConversationToken => revoke_conversation_token(engine, id).await,
         Operation::Health => health(inner).await,
         Operation::OpenApi => {
             Ok(bytes_response(StatusCode::OK, "application/json", inner.config.openapi.clone()))
@@ -456,6 +460,73 @@ pub(crate) struct PageQuery {
     ))]
 pub(crate) async fn erase(engine: &Engine, actor: &str, request: ErasureRequest) -> Reply {
     Ok(json_response(StatusCode::OK, &engine.erase(request, actor).await?))
+}
+
+/// Opens one conversation to a browser: a short-lived token (`cvt_…`, shown once) that
+/// allows that conversation's runtime operations and its event stream, and nothing else.
+/// The server side of a chat widget, holding an API key, asks for it after creating the
+/// conversation.
+#[utoipa::path(post, path = "/api/conversation-tokens", tag = "governance",
+    request_body = ConversationTokenRequest,
+    responses(
+        (status = 201, description = "The token, shown this once", body = ConversationToken),
+        (status = 404, description = "No such conversation (`CONVERSATION_NOT_FOUND`)", body = ErrorEnvelope),
+        (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
+        (status = 422, description = "The request is not valid", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn create_conversation_token(
+    engine: &Engine,
+    request: ConversationTokenRequest,
+) -> Reply {
+    let ttl = request.ttl_seconds.unwrap_or(3600);
+    if !(1..=86_400).contains(&ttl) {
+        return Err(ApiError::validation("ttlSeconds: must be between 1 and 86400").into());
+    }
+    let store = engine.store();
+    let conversation = store
+        .get_conversation(&request.conversation_id)
+        .await
+        .map_err(cairn_memory::Error::from)?;
+    if conversation.is_none() {
+        let message = format!("conversation `{}` was not found", request.conversation_id);
+        return Err(ApiError::new(ErrorCode::ConversationNotFound, message).into());
+    }
+    let ttl = std::time::Duration::from_secs(u64::from(ttl));
+    let (token, record) = crate::auth::new_conversation_token(&request.conversation_id, ttl);
+    store.insert_conversation_token(&record).await.map_err(cairn_memory::Error::from)?;
+    let created = ConversationToken {
+        token,
+        token_id: record.id,
+        conversation_id: record.conversation_id,
+        expires_at: record.expires_at,
+    };
+    Ok(json_response(StatusCode::CREATED, &created))
+}
+
+/// Revokes a conversation token at once.
+#[utoipa::path(delete, path = "/api/conversation-tokens/{id}", tag = "governance",
+    params(("id" = String, Path, description = "A token id (`tok_…`)")),
+    responses(
+        (status = 200, description = "Revoked", body = RevokedToken),
+        (status = 404, description = "No such token, or revoked already (`NOT_FOUND`)", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn revoke_conversation_token(engine: &Engine, id: &str) -> Reply {
+    let store = engine.store();
+    let revoked = store
+        .revoke_conversation_token(id, cairn_types::Timestamp::now())
+        .await
+        .map_err(cairn_memory::Error::from)?;
+    if !revoked {
+        let message = format!("no conversation token `{id}` is in force");
+        return Err(ApiError::new(ErrorCode::NotFound, message).into());
+    }
+    Ok(json_response(StatusCode::OK, &RevokedToken { revoked: id.to_owned() }))
+}
+
+/// The token a revocation revoked.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct RevokedToken {
+    revoked: String,
 }
 
 /// The service's health.

@@ -22,7 +22,9 @@ use cairn_store::KeyStore;
 use cairn_types::{ErrorCode, Role};
 use http::{HeaderName, Request, Response};
 
-pub use crate::auth::{AuthConfig, JwtVerifier, Principal, Profile, hash_key, new_api_key};
+pub use crate::auth::{
+    AuthConfig, CONVERSATION_TOKEN_PREFIX, JwtVerifier, Principal, Profile, hash_key, new_api_key,
+};
 pub use crate::limits::{RateClass, RateLimits};
 pub use crate::openapi::openapi_json;
 pub use cairn_http::{ApiError, ResponseBody};
@@ -132,6 +134,39 @@ impl MemoryApi {
             .await
             .map_err(ApiError::into_response)?;
         self.permit(&principal, role, class).map_err(ApiError::into_response)?;
+        Ok(principal)
+    }
+
+    /// Checks a request for the conversation runtime mounted beside this API: as
+    /// [`authorize_parts`](MemoryApi::authorize_parts), except that the `runtime` role may
+    /// do everything there, and a conversation token only what concerns its conversation
+    /// (`conversation` is the one the request's path names).
+    pub async fn authorize_runtime(
+        &self,
+        parts: &http::request::Parts,
+        role: Role,
+        class: RateClass,
+        trusted_origins: &[String],
+        conversation: Option<&str>,
+    ) -> Result<Principal, Response<ResponseBody>> {
+        let principal = self
+            .identify(&parts.headers, &parts.uri, &parts.extensions, trusted_origins)
+            .await
+            .map_err(ApiError::into_response)?;
+        if principal.role != Role::Runtime {
+            self.permit(&principal, role, class).map_err(ApiError::into_response)?;
+            return Ok(principal);
+        }
+        if let Some(own) = &principal.conversation
+            && conversation != Some(own.as_str())
+        {
+            let message = format!(
+                "this conversation token opens conversation `{own}` only: its operations and \
+                 its event stream"
+            );
+            return Err(ApiError::new(ErrorCode::Forbidden, message).into_response());
+        }
+        self.inner.limiter.check(class, &principal.id).map_err(ApiError::into_response)?;
         Ok(principal)
     }
 

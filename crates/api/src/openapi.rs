@@ -28,7 +28,7 @@ use crate::routes::ROUTES;
         list_memories, create_memory, get_memory, update_memory, archive_memory, search, context,
         coding_context, guard, outcome, patch_evidence, get_evidence, evidence_pack, review_queue,
         approve, reject, audit_log, list_connectors, add_connector, get_connector, remove_connector,
-        sync_connector, connector_health, dream_cycle, list_conflicts, resolve_conflict, erase, health,
+        sync_connector, connector_health, dream_cycle, list_conflicts, resolve_conflict, erase, create_conversation_token, revoke_conversation_token, health,
         openapi,
     ),
     // Query parameters refer to it, and utoipa registers only what bodies refer to.

@@ -38,6 +38,8 @@ pub enum Operation {
     ListConflicts,
     ResolveConflict,
     Erase,
+    CreateConversationToken,
+    RevokeConversationToken,
     Health,
     OpenApi,
 }
@@ -65,7 +67,9 @@ impl Operation {
             | Operation::UpdateMemory
             | Operation::ArchiveMemory
             | Operation::Outcome
-            | Operation::PatchEvidence => Role::Write,
+            | Operation::PatchEvidence
+            | Operation::CreateConversationToken
+            | Operation::RevokeConversationToken => Role::Write,
             Operation::Approve
             | Operation::Reject
             | Operation::AuditLog
@@ -94,7 +98,9 @@ impl Operation {
             | Operation::SyncConnector
             | Operation::DreamCycle
             | Operation::Erase
-            | Operation::ResolveConflict => RateClass::Write,
+            | Operation::ResolveConflict
+            | Operation::CreateConversationToken
+            | Operation::RevokeConversationToken => RateClass::Write,
             Operation::ListMemories
             | Operation::EvidencePack
             | Operation::ReviewQueue
@@ -233,6 +239,16 @@ pub const ROUTES: &[Route] = &[
         allow: "POST",
     },
     Route { path: "/api/erase", operations: &[(Method::POST, Operation::Erase)], allow: "POST" },
+    Route {
+        path: "/api/conversation-tokens",
+        operations: &[(Method::POST, Operation::CreateConversationToken)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/conversation-tokens/{id}",
+        operations: &[(Method::DELETE, Operation::RevokeConversationToken)],
+        allow: "DELETE",
+    },
     Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },
     Route { path: "/openapi.json", operations: &[(Method::GET, Operation::OpenApi)], allow: "GET" },
 ];

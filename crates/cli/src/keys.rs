@@ -10,8 +10,9 @@ use crate::DataDirArg;
 pub(crate) enum KeysCommand {
     /// Creates a key and prints it once, alone on the last line.
     Create {
-        /// What the key may do: `read`, `write` (and read) or `admin` (everything).
-        #[arg(long, value_parser = ["read", "write", "admin"])]
+        /// What the key may do: `read`, `write` (and read), `admin` (everything), or `runtime`
+        /// (the conversation runtime only, for the server side of a chat widget).
+        #[arg(long, value_parser = ["read", "write", "admin", "runtime"])]
         role: String,
         /// A name to recognise the key by (not empty).
         #[arg(long, value_parser = key_name)]

@@ -78,7 +78,9 @@ pub struct Services {
 pub const MCP_PATH: &str = "/mcp";
 
 /// The runtime's `authorize` hook in the daemon: the memory API's own authentication, so
-/// one key or token works for both. Reads need the `read` role, everything else `write`.
+/// one key or token works for both. Reads need the `read` role, everything else `write`;
+/// `runtime` keys may do everything here, and conversation tokens what concerns their
+/// conversation.
 pub struct MemoryAuthorize {
     pub memory: MemoryApi,
     /// Browser origins the runtime's CORS allows; the solo profile lets them through.
@@ -87,12 +89,48 @@ pub struct MemoryAuthorize {
 
 #[async_trait::async_trait]
 impl Authorize for MemoryAuthorize {
-    async fn authorize(&self, _path: &str, request: &http::request::Parts) -> Authorization {
+    async fn authorize(&self, path: &str, request: &http::request::Parts) -> Authorization {
         let (role, class) = runtime_access(&request.method);
-        match self.memory.authorize_parts(request, role, class, &self.trusted_origins).await {
+        let conversation = cairn_runtime::handler::route(&request.method, path)
+            .ok()
+            .and_then(|(_, conversation)| conversation);
+        let authorized = self
+            .memory
+            .authorize_runtime(request, role, class, &self.trusted_origins, conversation)
+            .await;
+        match authorized {
             Ok(_) => Authorization::Allow,
             Err(response) => Authorization::Respond(response),
         }
+    }
+}
+
+/// A browser's `EventSource` cannot send headers: a runtime request may carry its
+/// conversation token as `?token=cvt_…`, which becomes its `Authorization` (unless it has
+/// one) and leaves the query, so the runtime never sees it.
+fn bearer_from_query<B>(request: &mut Request<B>) {
+    let Some(query) = request.uri().query().map(str::to_owned) else { return };
+    let mut token = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| match pair.strip_prefix("token=") {
+            Some(value) if value.starts_with(cairn_api::CONVERSATION_TOKEN_PREFIX) => {
+                token = Some(value.to_owned());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let Some(token) = token else { return };
+    if !request.headers().contains_key(http::header::AUTHORIZATION)
+        && let Ok(value) = http::HeaderValue::from_str(&format!("Bearer {token}"))
+    {
+        request.headers_mut().insert(http::header::AUTHORIZATION, value);
+    }
+    let path = request.uri().path().to_owned();
+    let rebuilt = if kept.is_empty() { path } else { format!("{path}?{}", kept.join("&")) };
+    if let Ok(uri) = rebuilt.parse() {
+        *request.uri_mut() = uri;
     }
 }
 
@@ -133,6 +171,9 @@ impl Services {
         request.extensions_mut().insert(ClientAddr(peer));
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(&path));
+        if runtime.is_some() {
+            bearer_from_query(&mut request);
+        }
         let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);
         let response = match (runtime, mcp) {
             (Some(runtime), _) => runtime.handle(request).await,

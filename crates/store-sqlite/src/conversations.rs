@@ -383,6 +383,7 @@ impl ConversationStore for SqliteStore {
                     "DELETE FROM runtime_events WHERE conversation_id = ?1",
                     "DELETE FROM runtime_prompts WHERE conversation_id = ?1",
                     "DELETE FROM runtime_idempotency WHERE conversation_id = ?1",
+                    "DELETE FROM conversation_tokens WHERE conversation_id = ?1",
                 ] {
                     tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
                 }

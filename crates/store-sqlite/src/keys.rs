@@ -1,8 +1,8 @@
-//! API keys in SQLite.
+//! API keys and conversation tokens in SQLite.
 
 use async_trait::async_trait;
 use cairn_store::{KeyStore, Result};
-use cairn_types::{ApiKey, Timestamp};
+use cairn_types::{ApiKey, ConversationTokenRecord, Timestamp};
 use rusqlite::{OptionalExtension, Row, params};
 
 use crate::{SqliteStore, sql};
@@ -87,6 +87,74 @@ impl KeyStore for SqliteStore {
                 .execute(params![id, at.as_millis()])
                 .map_err(sql)?;
             Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<()> {
+        let token = token.clone();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO conversation_tokens \
+                 (id, conversation_id, hash, created_at, expires_at, revoked_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
+            )
+            .map_err(sql)?
+            .execute(params![
+                token.id,
+                token.conversation_id,
+                token.hash,
+                token.created_at.as_millis(),
+                token.expires_at.as_millis(),
+            ])
+            .map_err(sql)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn find_conversation_token(
+        &self,
+        hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<ConversationTokenRecord>> {
+        let hash = hash.to_owned();
+        self.read(move |connection| {
+            connection
+                .prepare_cached(
+                    "SELECT id, conversation_id, hash, created_at, expires_at, revoked_at \
+                     FROM conversation_tokens \
+                     WHERE hash = ?1 AND revoked_at IS NULL AND expires_at > ?2",
+                )
+                .map_err(sql)?
+                .query_row(params![hash, now.as_millis()], |row| {
+                    Ok(ConversationTokenRecord {
+                        id: row.get(0)?,
+                        conversation_id: row.get(1)?,
+                        hash: row.get(2)?,
+                        created_at: Timestamp::from_millis(row.get(3)?),
+                        expires_at: Timestamp::from_millis(row.get(4)?),
+                        revoked_at: row.get::<_, Option<i64>>(5)?.map(Timestamp::from_millis),
+                    })
+                })
+                .optional()
+                .map_err(sql)
+        })
+        .await
+    }
+
+    async fn revoke_conversation_token(&self, id: &str, at: Timestamp) -> Result<bool> {
+        let id = id.to_owned();
+        self.write(move |tx| {
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE conversation_tokens SET revoked_at = ?2 \
+                     WHERE id = ?1 AND revoked_at IS NULL",
+                )
+                .map_err(sql)?
+                .execute(params![id, at.as_millis()])
+                .map_err(sql)?;
+            Ok(changed > 0)
         })
         .await
     }

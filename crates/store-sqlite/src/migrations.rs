@@ -203,6 +203,17 @@ const MIGRATIONS: &[&str] = &[
     -- What an idempotency key was used for, so a reuse for something else is refused.
     ALTER TABLE runtime_idempotency ADD COLUMN fingerprint TEXT;
     "#,
+    // 6: conversation tokens: short-lived credentials that open one conversation.
+    r#"
+    CREATE TABLE conversation_tokens (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        revoked_at INTEGER
+    );
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

@@ -7,8 +7,9 @@ pub mod conformance;
 
 use async_trait::async_trait;
 use cairn_types::{
-    ApiKey, AuditEntry, Connector, Conversation, JsonObject, Lifecycle, Memory, OpenPrompt,
-    Outcome, PatchEvidence, RuntimeEvent, Scope, Snapshot, Status, SyncReport, Timestamp,
+    ApiKey, AuditEntry, Connector, Conversation, ConversationTokenRecord, JsonObject, Lifecycle,
+    Memory, OpenPrompt, Outcome, PatchEvidence, RuntimeEvent, Scope, Snapshot, Status, SyncReport,
+    Timestamp,
 };
 
 /// What storage can fail with. Callers above only distinguish "the backend failed".
@@ -201,6 +202,18 @@ pub trait KeyStore: Send + Sync {
 
     /// Revokes a key; false when there is no such key or it was revoked already.
     async fn revoke_key(&self, id: &str, at: Timestamp) -> Result<bool>;
+
+    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<()>;
+
+    /// The conversation token with this hash, unless it is revoked or expired at `now`.
+    async fn find_conversation_token(
+        &self,
+        hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<ConversationTokenRecord>>;
+
+    /// Revokes a conversation token; false when there is none or it was revoked already.
+    async fn revoke_conversation_token(&self, id: &str, at: Timestamp) -> Result<bool>;
 }
 
 /// One piece of a connector's source, as last imported.

@@ -9,11 +9,15 @@ use utoipa::ToSchema;
 use crate::Timestamp;
 
 /// What a principal may do. Each role includes the ones before it: `read` < `write` < `admin`.
+/// `runtime` stands apart: the conversation runtime only (as `write` there), never the memory
+/// API; it is for the server side of a chat widget, and the role of conversation tokens.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The conversation runtime only; nothing of the memory API.
+    Runtime,
     /// Read memories, search, get context packs, check guards.
     Read,
     /// Also store and change memories, record outcomes and evidence.
@@ -25,6 +29,7 @@ pub enum Role {
 impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::Runtime => "runtime",
             Role::Read => "read",
             Role::Write => "write",
             Role::Admin => "admin",
@@ -43,10 +48,11 @@ impl FromStr for Role {
 
     fn from_str(text: &str) -> Result<Role, String> {
         match text {
+            "runtime" => Ok(Role::Runtime),
             "read" => Ok(Role::Read),
             "write" => Ok(Role::Write),
             "admin" => Ok(Role::Admin),
-            _ => Err(format!("unknown role `{text}`; expected read, write or admin")),
+            _ => Err(format!("unknown role `{text}`; expected read, write, admin or runtime")),
         }
     }
 }
@@ -65,4 +71,43 @@ pub struct ApiKey {
     pub hash: String,
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+}
+
+/// A conversation token as stored: its hash, the conversation it opens, and its life.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationTokenRecord {
+    /// `tok_` followed by a lower-case ULID.
+    pub id: String,
+    pub conversation_id: String,
+    /// Lower-case hex SHA-256 of the whole token.
+    pub hash: String,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// The body of `POST /api/conversation-tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConversationTokenRequest {
+    /// The conversation the token opens.
+    pub conversation_id: String,
+    /// How long it lasts, in seconds (default 3600, at most 86400).
+    #[serde(default)]
+    pub ttl_seconds: Option<u32>,
+}
+
+/// A conversation token, shown once: it allows that conversation's runtime operations and
+/// its event stream (as `Authorization: Bearer <token>`, or `?token=` where a browser's
+/// `EventSource` cannot send headers), and nothing else.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationToken {
+    /// `cvt_…`: the secret, shown this once.
+    pub token: String,
+    /// Names the token, to revoke it.
+    pub token_id: String,
+    pub conversation_id: String,
+    pub expires_at: Timestamp,
 }

@@ -15,6 +15,7 @@ pub enum IdPrefix {
     Message,
     Prompt,
     Activity,
+    ConversationToken,
 }
 
 impl IdPrefix {
@@ -32,6 +33,7 @@ impl IdPrefix {
             IdPrefix::Message => "msg",
             IdPrefix::Prompt => "prm",
             IdPrefix::Activity => "act",
+            IdPrefix::ConversationToken => "tok",
         }
     }
 }

@@ -18,7 +18,9 @@ mod outcome;
 pub mod runtime;
 mod timestamp;
 
-pub use auth::{ApiKey, Role};
+pub use auth::{
+    ApiKey, ConversationToken, ConversationTokenRecord, ConversationTokenRequest, Role,
+};
 pub use connector::{
     Connector, ConnectorHealth, ConnectorKind, ConnectorList, NewConnector, RemovedConnector,
     SyncProgress, SyncReport,
