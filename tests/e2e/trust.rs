@@ -569,3 +569,20 @@ async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
     .await
     .assert_error(401, "UNAUTHORIZED");
 }
+
+#[tokio::test]
+async fn a_runtime_message_has_a_size_limit_of_its_own() {
+    let daemon = Daemon::start();
+    let created = daemon.post("/api/runtime/conversations", json!({})).await;
+    let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
+    let long = "x".repeat(40_000);
+    let refused = daemon
+        .post(&format!("/api/runtime/conversations/{id}/messages"), json!({"message": long}))
+        .await;
+    assert!(refused.assert_error(422, "VALIDATION_ERROR").contains("32768"));
+    let refused =
+        daemon.post("/api/runtime/channel-events", json!({"channel": "sms", "text": long})).await;
+    assert!(refused.assert_error(422, "VALIDATION_ERROR").starts_with("text:"));
+    let events = daemon.get(&format!("/api/runtime/conversations/{id}/events")).await;
+    assert_eq!(events.body["events"].as_array().unwrap().len(), 1, "nothing was appended");
+}

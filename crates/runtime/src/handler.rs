@@ -23,6 +23,28 @@ use crate::sse;
 /// The largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The longest text a message may carry, in characters: a long letter, well below what a
+/// memory or a language model takes.
+pub const MAX_MESSAGE_CHARS: usize = 32 * 1024;
+
+/// A message's text: not empty, not over [`MAX_MESSAGE_CHARS`].
+fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::validation(format!("{field}: must not be empty")));
+    }
+    check_length(field, text)
+}
+
+fn check_length(field: &str, text: &str) -> Result<(), ApiError> {
+    let length = text.chars().count();
+    if length > MAX_MESSAGE_CHARS {
+        return Err(ApiError::validation(format!(
+            "{field}: {length} characters is over the limit of {MAX_MESSAGE_CHARS} for a message"
+        )));
+    }
+    Ok(())
+}
+
 /// What [`Authorize::authorize`] decides.
 pub enum Authorization {
     Allow,
@@ -385,6 +407,16 @@ impl RuntimeHandler {
                 let mut input: ChannelEventInput =
                     parse_json(&serde_json::to_vec(&merged).unwrap())?;
                 input.validate().map_err(ApiError::validation)?;
+                for (field, text) in [
+                    ("text", &input.text),
+                    ("message", &input.message),
+                    ("body", &input.body),
+                    ("transcript", &input.transcript),
+                ] {
+                    if let Some(text) = text {
+                        check_length(field, text)?;
+                    }
+                }
                 if input.agent_id.is_none() {
                     input.agent_id = inner.agent_id.clone();
                 }
@@ -426,9 +458,7 @@ impl RuntimeHandler {
             )),
             Operation::SendMessage => {
                 let body: SendMessageBody = json_body(parts, body).await?;
-                if body.message.trim().is_empty() {
-                    return Err(ApiError::validation("message: must not be empty"));
-                }
+                check_text("message", &body.message)?;
                 let input = UserMessageInput {
                     conversation_id: id,
                     text: body.message,
@@ -516,9 +546,7 @@ impl RuntimeHandler {
             }
             Operation::EmitIntermediateMessage => {
                 let body: IntermediateMessageBody = json_body(parts, body).await?;
-                if body.text.trim().is_empty() {
-                    return Err(ApiError::validation("text: must not be empty"));
-                }
+                check_text("text", &body.text)?;
                 let input = IntermediateMessageInput {
                     conversation_id: id,
                     text: body.text,
@@ -570,9 +598,7 @@ impl RuntimeHandler {
             }
             Operation::RequestHandoff => {
                 let body: HandoffBody = json_body(parts, body).await?;
-                if body.reason.trim().is_empty() {
-                    return Err(ApiError::validation("reason: must not be empty"));
-                }
+                check_text("reason", &body.reason)?;
                 let input = HandoffInput {
                     conversation_id: id,
                     reason: body.reason,

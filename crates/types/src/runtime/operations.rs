@@ -117,8 +117,13 @@ pub struct AfterOffset {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SendMessageBody {
-    /// What the user wrote; not empty.
-    #[schema(min_length = 1, pattern = r"\S", example = "I would like to book a demo")]
+    /// What the user wrote; not empty; at most 32768 characters.
+    #[schema(
+        min_length = 1,
+        max_length = 32768,
+        pattern = r"\S",
+        example = "I would like to book a demo"
+    )]
     pub message: String,
     /// What the client app knows of the moment (page, locale, …).
     pub app: Option<Value>,
@@ -203,8 +208,8 @@ pub struct JourneyEventBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IntermediateMessageBody {
-    /// Not empty.
-    #[schema(min_length = 1, pattern = r"\S")]
+    /// Not empty; at most 32768 characters.
+    #[schema(min_length = 1, max_length = 32768, pattern = r"\S")]
     pub text: String,
     /// Whether a language model sees it in later turns (default true).
     pub visible_to_model: Option<bool>,
@@ -241,8 +246,8 @@ pub struct CloseBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HandoffBody {
-    /// Why a person should take over; not empty.
-    #[schema(min_length = 1, pattern = r"\S")]
+    /// Why a person should take over; not empty; at most 32768 characters.
+    #[schema(min_length = 1, max_length = 32768, pattern = r"\S")]
     pub reason: String,
     pub summary: Option<String>,
     pub payload: Option<Value>,
