@@ -586,3 +586,18 @@ async fn a_runtime_message_has_a_size_limit_of_its_own() {
     let events = daemon.get(&format!("/api/runtime/conversations/{id}/events")).await;
     assert_eq!(events.body["events"].as_array().unwrap().len(), 1, "nothing was appended");
 }
+
+#[tokio::test]
+async fn the_dream_cycle_never_merges_a_visitors_memory_with_anothers() {
+    let daemon = Daemon::start();
+    // Two visitors leave the same words; a developer has a note like them too.
+    book_demo(&daemon, json!({"type": "sms", "id": "+15550001"}), "Ada", "ada@example.com").await;
+    book_demo(&daemon, json!({"type": "sms", "id": "+15550002"}), "Ada", "ada@example.com").await;
+    daemon
+        .remember(json!({"content": "Demo requested by Ada <ada@example.com>", "scope": "task"}))
+        .await;
+    let report = daemon.post("/api/dream-cycle", json!({})).await;
+    assert_eq!(report.status, 200, "{report:?}");
+    assert_eq!(report.body["merged"], json!([]), "{report:?}");
+    assert_eq!(report.body["examined"], 1, "only the shared memory is looked at");
+}

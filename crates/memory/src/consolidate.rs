@@ -36,7 +36,10 @@ impl Engine {
         }
         let _decision = self.decisions.lock().await;
         let started_at = Timestamp::now();
-        let memories = self.all_live_memories().await?;
+        // What a conversation's visitor left is theirs: never merged into, or weighed against,
+        // anyone else's memories.
+        let mut memories = self.all_live_memories().await?;
+        memories.retain(|memory| crate::privacy::owners(memory).next().is_none());
         let examined = memories.len() as u64;
         let dry_run = request.dry_run;
 

@@ -30,7 +30,8 @@ pub struct DreamReport {
     pub dry_run: bool,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
-    /// Memories looked at: every one that is not archived.
+    /// Memories looked at: every one that is not archived and no conversation or contact
+    /// owns (those are never merged or weighed against others).
     pub examined: u64,
     pub merged: Vec<MergeGroup>,
     /// Memories marked `stale`.
