@@ -42,6 +42,91 @@ where
     connectors_keep_their_items_in_step(open_store().await).await;
     conflicts_are_recorded_once_and_resolved_once(open_store().await).await;
     vectors_follow_their_memories_versions(open_store().await).await;
+    erased_memories_leave_no_content_behind(open_store().await).await;
+    conversation_tokens_open_until_expired_or_revoked(open_store().await).await;
+    deleted_conversations_leave_nothing(open_store().await).await;
+}
+
+async fn erased_memories_leave_no_content_behind(store: Arc<dyn Store>) {
+    let mut memory = sample_memory("Ada's number is 555-0100", Scope::Task, 1);
+    memory.tags = vec!["contact:sms:+15550100".to_owned()];
+    let kept = sample_memory("Ada's unrelated neighbour", Scope::Task, 2);
+    store.insert_memories(&[memory.clone(), kept.clone()], "key:alice").await.unwrap();
+    let change =
+        MemoryChange { content: Some("Ada's number is 555-0199".to_owned()), ..Default::default() };
+    let audit = Audit { actor: "key:alice", action: "update" };
+    store.update_memory(&memory.id, &change, Timestamp::from_millis(3), &audit).await.unwrap();
+    assert_eq!(
+        store.memory_ids_tagged("contact:sms:+15550100").await.unwrap(),
+        [memory.id.clone()]
+    );
+    let mut containing = store.memory_ids_containing("ADA'S").await.unwrap();
+    containing.sort();
+    let mut both = vec![memory.id.clone(), kept.id.clone()];
+    both.sort();
+    assert_eq!(containing, both, "case folded");
+
+    let audit = Audit { actor: "key:admin", action: "erase" };
+    let ids = [memory.id.clone(), "mem_nope".to_owned()];
+    let erased = store.erase_memories(&ids, Timestamp::from_millis(4), &audit).await.unwrap();
+    assert_eq!(erased, [memory.id.clone()], "only what existed");
+    assert!(store.get_memories(std::slice::from_ref(&memory.id)).await.unwrap().is_empty());
+    let found =
+        store.search_memories(&["number".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    assert!(found.is_empty(), "no full-text entry is left");
+    assert_eq!(store.count_memories().await.unwrap(), 1);
+    let by_memory = AuditFilter { memory_id: Some(memory.id.clone()), actor: None };
+    let (entries, _) = store.list_audit(&by_memory, 10, 0).await.unwrap();
+    assert_eq!(entries[0].action, "erase", "newest first");
+    assert_eq!(entries[0].actor, "key:admin");
+    assert!(
+        entries.iter().all(|entry| entry.before.is_none() && entry.after.is_none()),
+        "{entries:?}"
+    );
+    assert_eq!(entries.len(), 3, "create, update and erase are still recorded");
+}
+
+async fn conversation_tokens_open_until_expired_or_revoked(store: Arc<dyn Store>) {
+    let token = cairn_types::ConversationTokenRecord {
+        id: "tok_1".to_owned(),
+        conversation_id: "conv_1".to_owned(),
+        hash: "ef".repeat(32),
+        created_at: Timestamp::from_millis(1_000),
+        expires_at: Timestamp::from_millis(2_000),
+        revoked_at: None,
+    };
+    store.insert_conversation_token(&token).await.unwrap();
+    let find = |at: i64| store.find_conversation_token(&token.hash, Timestamp::from_millis(at));
+    assert_eq!(find(1_500).await.unwrap(), Some(token.clone()));
+    assert_eq!(find(2_000).await.unwrap(), None, "expired at its expiry");
+    assert!(store.revoke_conversation_token("tok_1", Timestamp::from_millis(1_600)).await.unwrap());
+    assert_eq!(find(1_700).await.unwrap(), None, "revoked");
+    assert!(
+        !store.revoke_conversation_token("tok_1", Timestamp::from_millis(1_800)).await.unwrap()
+    );
+}
+
+async fn deleted_conversations_leave_nothing(store: Arc<dyn Store>) {
+    let said = |text: &str| NewEvent {
+        kind: "message".to_owned(),
+        data: serde_json::json!({"text": text}),
+    };
+    let conversation = sample_conversation("agent-a", 1_000);
+    create(&store, &conversation, &[said("I am Ada Lovelace")]).await;
+    let other = sample_conversation("agent-a", 1_001);
+    create(&store, &other, &[said("I am Grace")]).await;
+    let contact = store.conversations_with_contact("sms", "+15550100").await.unwrap();
+    assert_eq!(contact.len(), 2, "both are with the sample contact");
+    let mentioning = store.conversations_mentioning("ada LOVELACE").await.unwrap();
+    assert_eq!(mentioning, [conversation.id.clone()], "case folded");
+    let deleted = store
+        .delete_conversations(&[conversation.id.clone(), "conv_nope".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(deleted, [conversation.id.clone()]);
+    assert!(store.get_conversation(&conversation.id).await.unwrap().is_none());
+    assert!(store.list_events(&conversation.id, None, 10).await.unwrap().is_empty());
+    assert!(store.get_conversation(&other.id).await.unwrap().is_some(), "the other stays");
 }
 
 /// A memory for tests, created at `millis`.
@@ -696,8 +781,8 @@ fn new_event(kind: &str, n: u64) -> NewEvent {
 }
 
 /// Creates `conversation` with an empty snapshot; the events as stored.
-async fn create(
-    store: &Arc<dyn ConversationStore>,
+async fn create<S: ConversationStore + ?Sized>(
+    store: &Arc<S>,
     conversation: &Conversation,
     events: &[NewEvent],
 ) -> Vec<RuntimeEvent> {
