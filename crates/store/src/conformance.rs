@@ -69,7 +69,7 @@ async fn erased_memories_leave_no_content_behind(store: Arc<dyn Store>) {
     let audit = Audit { actor: "key:admin", action: "erase" };
     let ids = [memory.id.clone(), "mem_nope".to_owned()];
     let erased = store.erase_memories(&ids, Timestamp::from_millis(4), &audit).await.unwrap();
-    assert_eq!(erased, [memory.id.clone()], "only what existed");
+    assert_eq!(erased, std::slice::from_ref(&memory.id), "only what existed");
     assert!(store.get_memories(std::slice::from_ref(&memory.id)).await.unwrap().is_empty());
     let found =
         store.search_memories(&["number".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
@@ -118,12 +118,12 @@ async fn deleted_conversations_leave_nothing(store: Arc<dyn Store>) {
     let contact = store.conversations_with_contact("sms", "+15550100").await.unwrap();
     assert_eq!(contact.len(), 2, "both are with the sample contact");
     let mentioning = store.conversations_mentioning("ada LOVELACE").await.unwrap();
-    assert_eq!(mentioning, [conversation.id.clone()], "case folded");
+    assert_eq!(mentioning, std::slice::from_ref(&conversation.id), "case folded");
     let deleted = store
         .delete_conversations(&[conversation.id.clone(), "conv_nope".to_owned()])
         .await
         .unwrap();
-    assert_eq!(deleted, [conversation.id.clone()]);
+    assert_eq!(deleted, std::slice::from_ref(&conversation.id));
     assert!(store.get_conversation(&conversation.id).await.unwrap().is_none());
     assert!(store.list_events(&conversation.id, None, 10).await.unwrap().is_empty());
     assert!(store.get_conversation(&other.id).await.unwrap().is_some(), "the other stays");
