@@ -54,15 +54,9 @@ async fn add_standing_rules(
     repo: Option<&str>,
 ) -> Result<()> {
     let Some(repo) = repo else { return Ok(()) };
-    let filter = MemoryFilter {
-        scope: Some(cairn_types::Scope::Repo),
-        status: Some(cairn_types::Status::Active),
-        repo: Some(repo.to_owned()),
-        include_archived: false,
-    };
-    let memories = engine.store.list_memories(&filter, STANDING_RULES, 0).await?;
+    let memories = engine.store.newest_repo_memories(repo, STANDING_RULES).await?;
     let reason = format!("a standing rule of repository {repo}");
-    for memory in memories.memories {
+    for memory in memories {
         if privacy::owners(&memory).next().is_none() && text::is_rule(&memory.content) {
             packer.add(memory, &reason);
         }

@@ -655,6 +655,23 @@ impl MemoryStore for SqliteStore {
         Ok(erased)
     }
 
+    async fn newest_repo_memories(&self, repo: &str, limit: u32) -> Result<Vec<Memory>> {
+        let repo = repo.to_owned();
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_by_repo \
+                 WHERE m.repo = ?1 AND m.scope = 'repo' AND m.status = 'active' \
+                 AND m.archived_at IS NULL ORDER BY m.created_at DESC LIMIT ?2"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let rows = statement
+                .query_map(params![repo, limit], |row| Ok(memory_from_row(row)))
+                .map_err(sql)?;
+            rows.map(|row| row.map_err(sql)?).collect()
+        })
+        .await
+    }
+
     async fn memory_ids_tagged(&self, tag: &str) -> Result<Vec<String>> {
         let tag = tag.to_owned();
         self.read(move |connection| {

@@ -214,6 +214,10 @@ const MIGRATIONS: &[&str] = &[
         revoked_at INTEGER
     );
     "#,
+    // 7: a repository's newest repo-scoped memories, for the standing rules of its packs.
+    r#"
+    CREATE INDEX memories_by_repo ON memories (repo, scope, status, created_at DESC);
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

@@ -171,6 +171,10 @@ pub trait MemoryStore: Send + Sync {
         audit: &Audit<'_>,
     ) -> Result<Vec<String>>;
 
+    /// A repository's newest active, not archived, `repo`-scoped memories (its standing
+    /// rules are among them), at most `limit`; indexed, with no count.
+    async fn newest_repo_memories(&self, repo: &str, limit: u32) -> Result<Vec<Memory>>;
+
     /// The ids of memories carrying `tag`, archived ones included.
     async fn memory_ids_tagged(&self, tag: &str) -> Result<Vec<String>>;
 
