@@ -54,6 +54,10 @@ async fn add_standing_rules(
     repo: Option<&str>,
 ) -> Result<()> {
     let Some(repo) = repo else { return Ok(()) };
+    if packer.remaining() < SMALLEST_ENTRY {
+        // Full of what matched: no rule would fit.
+        return Ok(());
+    }
     let memories = engine.store.newest_repo_memories(repo, STANDING_RULES).await?;
     let reason = format!("a standing rule of repository {repo}");
     for memory in memories {
@@ -65,7 +69,10 @@ async fn add_standing_rules(
 }
 
 /// How many of a repository's newest repo-scoped memories are looked at for standing rules.
-const STANDING_RULES: u32 = 50;
+const STANDING_RULES: u32 = 20;
+
+/// The fewest tokens an entry takes (`- [repo] Use pnpm.` is 8).
+const SMALLEST_ENTRY: usize = 8;
 
 pub(crate) async fn coding_context(
     engine: &Engine,
@@ -164,6 +171,10 @@ impl<'a> Packer<'a> {
             reasons: Vec::new(),
             contents: HashMap::new(),
         }
+    }
+
+    fn remaining(&self) -> usize {
+        self.budget - self.token_count
     }
 
     fn add_all(&mut self, ranked: Vec<Ranked>, reason: &str) {

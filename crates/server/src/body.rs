@@ -20,10 +20,11 @@ use tokio::time::Sleep;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A request body that fails with [`BodyTimeout`] when it is not all there by its
-/// deadline, and holds its address's slot until it is read or dropped.
+/// deadline, and holds its address's slot until it is read or dropped. The deadline is armed
+/// when the body is first read, so a request nobody reads the body of costs no timer.
 pub struct GuardedBody {
     inner: Incoming,
-    deadline: Pin<Box<Sleep>>,
+    deadline: Option<Pin<Box<Sleep>>>,
     timeout: Duration,
     _slot: Option<OwnedSemaphorePermit>,
 }
@@ -34,7 +35,7 @@ impl GuardedBody {
         timeout: Duration,
         slot: Option<OwnedSemaphorePermit>,
     ) -> GuardedBody {
-        GuardedBody { inner, deadline: Box::pin(tokio::time::sleep(timeout)), timeout, _slot: slot }
+        GuardedBody { inner, deadline: None, timeout, _slot: slot }
     }
 }
 
@@ -49,7 +50,9 @@ impl Body for GuardedBody {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(context) {
             return Poll::Ready(frame.map(|frame| frame.map_err(BoxError::from)));
         }
-        match self.deadline.as_mut().poll(context) {
+        let timeout = self.timeout;
+        let deadline = self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match deadline.as_mut().poll(context) {
             Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout(self.timeout))))),
             Poll::Pending => Poll::Pending,
         }

@@ -659,7 +659,7 @@ impl MemoryStore for SqliteStore {
         let repo = repo.to_owned();
         self.read(move |connection| {
             let query = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_by_repo \
+                "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_repo_rules \
                  WHERE m.repo = ?1 AND m.scope = 'repo' AND m.status = 'active' \
                  AND m.archived_at IS NULL ORDER BY m.created_at DESC LIMIT ?2"
             );

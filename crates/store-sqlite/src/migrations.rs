@@ -214,9 +214,11 @@ const MIGRATIONS: &[&str] = &[
         revoked_at INTEGER
     );
     "#,
-    // 7: a repository's newest repo-scoped memories, for the standing rules of its packs.
+    // 7: a repository's newest active repo-scoped memories, for the standing rules of its
+    // packs: a partial index, so other memories cost nothing to keep it.
     r#"
-    CREATE INDEX memories_by_repo ON memories (repo, scope, status, created_at DESC);
+    CREATE INDEX memories_repo_rules ON memories (repo, created_at DESC)
+        WHERE scope = 'repo' AND status = 'active' AND archived_at IS NULL;
     "#,
 ];
 
