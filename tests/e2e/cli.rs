@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::util::Daemon;
+use crate::util::{Daemon, unused_url};
 
 fn stdout(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
@@ -100,9 +100,7 @@ async fn guard_exit_codes_and_errors_on_stderr() {
     assert!(message.starts_with("error: MEMORY_NOT_FOUND: "), "{message}");
     assert_eq!(message.lines().count(), 1, "{message}");
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let closed = unused_url();
     let down = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["search", "anything", "--url", &closed])
         .output()

@@ -12,7 +12,7 @@ use cairn_client::types::{
 };
 use cairn_client::{Client, ClientOptions, Error};
 
-use crate::util::{Daemon, run_cairn};
+use crate::util::{Daemon, create_key, unused_url};
 
 fn client(daemon: &Daemon) -> Client {
     Client::new(ClientOptions::new(daemon.base_url())).unwrap()
@@ -126,9 +126,7 @@ async fn errors_carry_what_the_service_said_and_transport_failures_are_apart() {
     assert_eq!((empty.status(), empty.code()), (Some(422), Some("VALIDATION_ERROR")));
     assert_eq!(client.health().await.unwrap().memory_count, 0);
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let closed = unused_url();
     let nowhere = Client::new(ClientOptions::new(&closed)).unwrap();
     let error = nowhere.health().await.unwrap_err();
     assert!(matches!(error, Error::Transport { .. }), "{error:?}");
@@ -139,8 +137,7 @@ async fn errors_carry_what_the_service_said_and_transport_failures_are_apart() {
 #[tokio::test]
 async fn credentials_go_with_every_request() {
     let directory = tempfile::tempdir().unwrap();
-    let output = run_cairn(directory.path(), "keys", &["create", "--role", "write"], &[]);
-    let key = String::from_utf8(output.stdout).unwrap().lines().last().unwrap().to_owned();
+    let key = create_key(directory.path(), "write");
     let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
 
     let anonymous = client(&daemon).health().await.unwrap_err();

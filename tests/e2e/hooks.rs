@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::util::{Daemon, run_with_input};
+use crate::util::{Daemon, run_with_input, unused_url};
 
 fn hook(url: &str, event: &str, payload: &Value) -> std::process::Output {
     run_with_input(
@@ -105,9 +105,7 @@ async fn guards_block_before_and_outcomes_warn_after() {
 
 #[tokio::test]
 async fn cairns_own_failures_never_block_the_agent() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
+    let closed = unused_url();
     let down = hook(&closed, "pre-tool-use", &pre_tool_use("rm -rf /", "/tmp"));
     assert_eq!(down.status.code(), Some(0));
     assert!(text(&down.stderr).contains("allowed without a guard check"), "{}", text(&down.stderr));

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use hyper::Method;
 use serde_json::{Value, json};
 
-use crate::util::{Body, Daemon, Reply, run_cairn};
+use crate::util::{Body, Daemon, Reply, create_key};
 
 const BASE: &str = "/api/runtime";
 
@@ -1490,15 +1490,6 @@ async fn cors_allows_only_the_configured_origins() {
 // ---------------------------------------------------------------------------------------
 // 10. The daemon's authorize hook: the memory API's authentication.
 // ---------------------------------------------------------------------------------------
-
-fn create_key(data_dir: &std::path::Path, role: &str) -> String {
-    let output = run_cairn(data_dir, "keys", &["create", "--role", role], &[]);
-    assert!(output.status.success(), "{output:?}");
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let secret = stdout.lines().last().unwrap().to_owned();
-    assert!(secret.starts_with("cairn_"), "{stdout}");
-    secret
-}
 
 #[tokio::test]
 async fn production_runtime_requests_need_credentials_and_roles() {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{Daemon, run_cairn};
+use crate::util::{Daemon, create_key, run_cairn};
 
 /// Sends the headers of a POST that promises 100 bytes, and 11 of them.
 fn slow_post(base_url: &str) -> TcpStream {
@@ -447,19 +447,13 @@ async fn guards_read_the_command_and_failures_stay_in_their_repository() {
     assert_eq!(elsewhere["warnings"], json!([]), "{elsewhere}");
 }
 
-fn key(directory: &std::path::Path, role: &str) -> String {
-    let output = run_cairn(directory, "keys", &["create", "--role", role], &[]);
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8(output.stdout).unwrap().lines().last().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
     use crate::util::Body;
     use hyper::Method;
     let directory = tempfile::tempdir().unwrap();
-    let server_key = key(directory.path(), "runtime");
-    let write_key = key(directory.path(), "write");
+    let server_key = create_key(directory.path(), "runtime");
+    let write_key = create_key(directory.path(), "write");
     let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
     let call =
         async |method: Method, path: &str, credential: (&str, &str), body: serde_json::Value| {

@@ -176,6 +176,22 @@ pub fn cairn_command(data_dir: &Path, subcommand: &str, args: &[&str]) -> Comman
     command
 }
 
+/// An API key of `role`, made with `cairn keys create` in `data_dir`: the secret.
+pub fn create_key(data_dir: &Path, role: &str) -> String {
+    let output = run_cairn(data_dir, "keys", &["create", "--role", role], &[]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let secret = stdout.lines().last().unwrap().to_owned();
+    assert!(secret.starts_with("cairn_"), "{stdout}");
+    secret
+}
+
+/// `http://127.0.0.1:<port>` where nothing listens: a daemon that is down.
+pub fn unused_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}", listener.local_addr().unwrap())
+}
+
 /// Runs a command to completion with `input` on its standard input.
 pub fn run_with_input(command: &mut Command, input: &str) -> std::process::Output {
     use std::io::Write;

@@ -41,7 +41,7 @@ async fn repo_candidates(
 ) -> Result<Vec<cairn_store::TextMatch>> {
     let mut candidates =
         engine.candidates(text, &MemoryFilter::default(), candidates_for(budget), None).await?;
-    candidates.retain(|candidate| crate::repo_admits(repo, &candidate.memory));
+    candidates.retain(|candidate| crate::repo_admits(repo, candidate.memory.repo.as_deref()));
     Ok(candidates)
 }
 

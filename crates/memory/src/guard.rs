@@ -77,7 +77,7 @@ pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<Guar
         let memory = candidate.memory;
         // The one repository rule; and what a conversation's visitor said is no one's rule.
         if memory.status == Status::Stale
-            || !crate::repo_admits(repo.as_deref(), &memory)
+            || !crate::repo_admits(repo.as_deref(), memory.repo.as_deref())
             || privacy::owners(&memory).next().is_some()
         {
             continue;
@@ -97,10 +97,9 @@ pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<Guar
     // The last run in this repository (or with none named): another repository's failure
     // says nothing here.
     let outcomes = engine.store.outcomes_for_command(&command, RECENT_OUTCOMES).await?;
-    let last = outcomes.iter().find(|outcome| match (repo.as_deref(), outcome.repo.as_deref()) {
-        (Some(wanted), Some(own)) => wanted == own,
-        _ => true,
-    });
+    let last = outcomes
+        .iter()
+        .find(|outcome| crate::repo_admits(repo.as_deref(), outcome.repo.as_deref()));
     if let Some(last) = last.filter(|last| !last.succeeded) {
         let times = last.previous_failures + 1;
         warnings.push(GuardFinding {

@@ -423,7 +423,7 @@ impl Engine {
         let wanted = if query.repo.is_some() { limit.max(50) * 4 } else { limit.max(50) };
         let mut candidates = self.candidates_of_anyone(&q, &filter, wanted, query.mode).await?;
         candidates.retain(|candidate| {
-            repo_admits(query.repo.as_deref(), &candidate.memory)
+            repo_admits(query.repo.as_deref(), candidate.memory.repo.as_deref())
                 && privacy::readable(&candidate.memory, owners, &shared)
         });
         let preferences = rank::Preferences { repo: query.repo.as_deref(), boost: None };
@@ -513,11 +513,11 @@ fn round(score: f64) -> f64 {
     (score * 10_000.0).round() / 10_000.0
 }
 
-/// The one repository rule of retrieval (search, context packs, guards): a request that names
-/// a repository sees that repository's memories and those of no repository, never another
-/// repository's; a request that names none sees all.
-pub(crate) fn repo_admits(repo: Option<&str>, memory: &Memory) -> bool {
-    match (repo, memory.repo.as_deref()) {
+/// The one repository rule of retrieval (search, context packs, guards' memories and
+/// outcomes): a request that names a repository sees what belongs to it (`own`) and what
+/// belongs to none, never another repository's; a request that names none sees all.
+pub(crate) fn repo_admits(repo: Option<&str>, own: Option<&str>) -> bool {
+    match (repo, own) {
         (Some(wanted), Some(own)) => wanted == own,
         _ => true,
     }

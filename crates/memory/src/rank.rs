@@ -55,7 +55,9 @@ pub(crate) fn rank(
     let relative = |relevance: f64| if spread > 0.0 { (relevance - worst) / spread } else { 1.0 };
     let mut ranked: Vec<Ranked> = candidates
         .into_iter()
-        .filter(|candidate| belongs(&candidate.memory, preferences.repo))
+        // The one repository rule: another repository's memories are left out, whatever
+        // their scope.
+        .filter(|candidate| crate::repo_admits(preferences.repo, candidate.memory.repo.as_deref()))
         .map(|candidate| {
             let score = score(&candidate.memory, relative(candidate.relevance), preferences, now);
             Ranked { memory: candidate.memory, score }
@@ -68,12 +70,6 @@ pub(crate) fn rank(
             .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
     });
     ranked
-}
-
-/// Another repository's memories are left out, whatever their scope (the one repository
-/// rule, [`crate::repo_admits`]).
-fn belongs(memory: &Memory, repo: Option<&str>) -> bool {
-    crate::repo_admits(repo, memory)
 }
 
 fn score(memory: &Memory, relevance: f64, preferences: &Preferences<'_>, now: Timestamp) -> f64 {
