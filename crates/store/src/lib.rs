@@ -3,13 +3,16 @@
 //! Backends (`cairn-store-sqlite` today, PostgreSQL later) implement [`MemoryStore`] and run
 //! the [`conformance`] suite, so every backend behaves the same to the engine above it.
 
+#[cfg(feature = "conformance")]
 pub mod conformance;
+mod conversations;
+
+pub use conversations::*;
 
 use async_trait::async_trait;
 use cairn_types::{
-    ApiKey, AuditEntry, Connector, Conversation, ConversationTokenRecord, JsonObject, Lifecycle,
-    Memory, OpenPrompt, Outcome, PatchEvidence, RuntimeEvent, Scope, Snapshot, Status, SyncReport,
-    Timestamp,
+    ApiKey, AuditEntry, Connector, ConversationTokenRecord, JsonObject, Memory, Outcome,
+    PatchEvidence, Scope, Status, SyncReport, Timestamp,
 };
 
 /// What storage can fail with. Callers above only distinguish "the backend failed".
@@ -348,183 +351,4 @@ pub trait VectorStore: Send + Sync {
 
     /// Every current vector of `model` for memories that are not archived.
     async fn load_embeddings(&self, model: &str) -> Result<Vec<(String, Vec<f32>)>>;
-}
-
-/// An event to append; the store gives it its id, offset and time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewEvent {
-    pub kind: String,
-    pub data: serde_json::Value,
-}
-
-/// A widget prompt opened by an event of the same commit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewPrompt {
-    pub prompt_id: String,
-    pub widget_kind: String,
-    pub input: serde_json::Value,
-    /// Index, in the commit's `events`, of the event that opens it (its offset is kept).
-    pub event_index: usize,
-}
-
-/// A prompt as stored, open or answered.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PromptRecord {
-    pub prompt: OpenPrompt,
-    /// `None` while the prompt is open.
-    pub output: Option<serde_json::Value>,
-}
-
-/// Everything one step of a conversation changes, applied in one transaction: the events
-/// get the next offsets (without gaps, whoever else is appending), and the conversation's
-/// `updatedAt`, lifecycle, snapshot, prompts and idempotency record change with them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Commit {
-    pub conversation_id: String,
-    pub events: Vec<NewEvent>,
-    pub at: Timestamp,
-    pub lifecycle: Option<Lifecycle>,
-    /// Replaces the stored snapshot (its `lifecycle` and `updatedAt` are set by the store).
-    pub snapshot: Option<Snapshot>,
-    pub open_prompts: Vec<NewPrompt>,
-    /// Prompts answered, with their output.
-    pub close_prompts: Vec<(String, serde_json::Value)>,
-    /// Recorded with the events' offsets; a second commit with the same key changes nothing
-    /// and gets [`CommitOutcome::Duplicate`].
-    pub idempotency_key: Option<String>,
-    /// What the key was used for (a digest of the request), kept with it so a reuse of the
-    /// key for something else can be told from a redelivery.
-    pub idempotency_fingerprint: Option<String>,
-}
-
-impl Commit {
-    /// A commit that appends `events` and changes nothing else.
-    pub fn events(conversation_id: &str, events: Vec<NewEvent>, at: Timestamp) -> Commit {
-        Commit {
-            conversation_id: conversation_id.to_owned(),
-            events,
-            at,
-            lifecycle: None,
-            snapshot: None,
-            open_prompts: Vec::new(),
-            close_prompts: Vec::new(),
-            idempotency_key: None,
-            idempotency_fingerprint: None,
-        }
-    }
-}
-
-/// What an idempotency key was first used for: a conversation and a range of its offsets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyRecord {
-    pub key: String,
-    pub conversation_id: String,
-    /// The offsets `first_offset .. end_offset` the first commit appended.
-    pub first_offset: u64,
-    pub end_offset: u64,
-    pub created_at: Timestamp,
-    /// The commit's `idempotency_fingerprint`.
-    pub fingerprint: Option<String>,
-}
-
-/// The result of [`ConversationStore::commit`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum CommitOutcome {
-    Committed {
-        conversation: Conversation,
-        events: Vec<RuntimeEvent>,
-    },
-    /// The idempotency key was used before; nothing changed.
-    Duplicate(IdempotencyRecord),
-    /// There is no such conversation; nothing changed.
-    NotFound,
-}
-
-/// Which conversations a listing returns, newest first (by id, which sorts by creation).
-/// `after` and `before` are ids of conversations: the page starts after (older than) or
-/// ends before (newer than) them, so pages never skip or repeat a conversation.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ConversationQuery {
-    pub agent_id: Option<String>,
-    /// Only conversations listed after this one (older).
-    pub after: Option<ConversationCursor>,
-    /// Only conversations listed before this one (newer).
-    pub before: Option<ConversationCursor>,
-    pub updated_after: Option<Timestamp>,
-    pub updated_before: Option<Timestamp>,
-    pub limit: u32,
-}
-
-/// A place in the list of conversations, which runs newest first by creation time, then by
-/// id: an order no conversation ever moves in, so pages never skip or repeat one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConversationCursor {
-    pub created_at: Timestamp,
-    pub id: String,
-}
-
-impl ConversationCursor {
-    /// The place of `conversation` in the list.
-    pub fn of(conversation: &Conversation) -> ConversationCursor {
-        ConversationCursor { created_at: conversation.created_at, id: conversation.id.clone() }
-    }
-}
-
-/// Storage for the conversation runtime.
-#[async_trait]
-pub trait ConversationStore: Send + Sync {
-    /// Stores a new conversation with its snapshot and first events (offsets from 0).
-    /// Returns `None`, changing nothing, when a conversation with this id exists.
-    async fn create_conversation(
-        &self,
-        conversation: &Conversation,
-        snapshot: &Snapshot,
-        events: &[NewEvent],
-    ) -> Result<Option<Vec<RuntimeEvent>>>;
-
-    async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>>;
-
-    async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>>;
-
-    /// Deletes conversations for good, in one transaction, with their events, prompts,
-    /// snapshots and idempotency keys. Returns the ids that existed.
-    async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>>;
-
-    /// The ids of conversations on a channel of `kind` with the contact's `address`
-    /// (`channel.type` and `channel.id`).
-    async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>>;
-
-    /// The ids of conversations whose events mention `text` (case folded).
-    async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>>;
-
-    async fn commit(&self, commit: &Commit) -> Result<CommitOutcome>;
-
-    /// Events with an offset above `after_offset` (all when `None`), in order, at most `limit`.
-    async fn list_events(
-        &self,
-        conversation_id: &str,
-        after_offset: Option<u64>,
-        limit: u32,
-    ) -> Result<Vec<RuntimeEvent>>;
-
-    /// The events with offsets `from .. to`, in order.
-    async fn events_between(
-        &self,
-        conversation_id: &str,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<RuntimeEvent>>;
-
-    async fn get_snapshot(&self, conversation_id: &str) -> Result<Option<Snapshot>>;
-
-    /// Open prompts, oldest first.
-    async fn open_prompts(&self, conversation_id: &str) -> Result<Vec<OpenPrompt>>;
-
-    async fn get_prompt(
-        &self,
-        conversation_id: &str,
-        prompt_id: &str,
-    ) -> Result<Option<PromptRecord>>;
-
-    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>>;
 }
