@@ -207,9 +207,9 @@ impl ConnectorStore for SqliteStore {
             })
             .await?;
         if live_change >= 0 {
-            self.live_memories.fetch_add(live_change as u64, Ordering::Relaxed);
+            self.writer.live_memories.fetch_add(live_change as u64, Ordering::Relaxed);
         } else {
-            crate::subtract(&self.live_memories, live_change.unsigned_abs());
+            crate::subtract(&self.writer.live_memories, live_change.unsigned_abs());
         }
         Ok(())
     }

@@ -37,18 +37,37 @@ use crate::rows::{
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const READER_CONNECTIONS: u32 = 8;
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// The write-ahead log is cut back to this size whenever a checkpoint resets it.
+const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
+/// Past this size (readers kept every passive checkpoint from reaching the end of the log),
+/// the checkpointer waits for them and truncates the log.
+const WAL_TRUNCATE_AT: u64 = 4 * WAL_SIZE_LIMIT;
 
 /// A [`MemoryStore`] in one SQLite file.
 #[derive(Clone)]
 pub struct SqliteStore {
     readers: Pool<SqliteConnectionManager>,
-    writer: Pool<SqliteConnectionManager>,
-    /// Memories not archived. Counted once at open, then kept by the writer after each
-    /// commit, so health checks never scan the table. Only this process writes the file.
-    live_memories: Arc<AtomicU64>,
+    writer: Arc<Writer>,
     word_frequencies: Arc<search::WordFrequencies>,
     /// The checkpoint thread runs while a clone of the store exists.
     _alive: Arc<()>,
+}
+
+/// The single writer. Two connections, one per durability, each with its `synchronous`
+/// setting fixed when it opens, so nothing (a panic, a failed pragma) can leave users' writes
+/// unsynced; one lock, so they never write at the same time and writers queue here instead of
+/// spinning on SQLite's lock.
+struct Writer {
+    connections: std::sync::Mutex<WriterConnections>,
+    /// Memories not archived. Counted once at open, then moved by each commit that changes
+    /// it, on the same thread and before the lock is released, so a caller that stops waiting
+    /// (a dropped request) cannot leave it wrong. Only this process writes the file.
+    live_memories: AtomicU64,
+}
+
+struct WriterConnections {
+    synced: Connection,
+    relaxed: Connection,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -62,23 +81,18 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore> {
         restrict_to_owner(path)?;
         let manager = || SqliteConnectionManager::file(path).with_init(configure_connection);
-        let writer = Pool::builder()
-            .max_size(1)
-            .connection_timeout(Duration::from_secs(30))
-            .build(manager())
-            .map_err(StoreError::backend)?;
-        let live_memories = {
-            let mut connection = writer.get().map_err(StoreError::backend)?;
-            migrations::apply(&mut connection).map_err(StoreError::backend)?;
-            // Checkpoints run on a background thread (below), not inside a request's commit.
-            connection.pragma_update(None, "wal_autocheckpoint", 0).map_err(sql)?;
-            let count: i64 = connection
-                .query_row("SELECT count(*) FROM memories WHERE archived_at IS NULL", [], |row| {
-                    row.get(0)
-                })
-                .map_err(sql)?;
-            Arc::new(AtomicU64::new(count as u64))
-        };
+        let mut synced = open_writer(path, "FULL")?;
+        migrations::apply(&mut synced).map_err(StoreError::backend)?;
+        let relaxed = open_writer(path, "NORMAL")?;
+        let count: i64 = synced
+            .query_row("SELECT count(*) FROM memories WHERE archived_at IS NULL", [], |row| {
+                row.get(0)
+            })
+            .map_err(sql)?;
+        let writer = Arc::new(Writer {
+            connections: std::sync::Mutex::new(WriterConnections { synced, relaxed }),
+            live_memories: AtomicU64::new(count as u64),
+        });
         let readers = Pool::builder()
             .max_size(READER_CONNECTIONS)
             .min_idle(Some(1))
@@ -86,13 +100,12 @@ impl SqliteStore {
             .map_err(StoreError::backend)?;
         let alive = Arc::new(());
         spawn_checkpointer(path, Arc::downgrade(&alive))?;
-        Ok(SqliteStore {
-            readers,
-            writer,
-            live_memories,
-            word_frequencies: Arc::default(),
-            _alive: alive,
-        })
+        Ok(SqliteStore { readers, writer, word_frequencies: Arc::default(), _alive: alive })
+    }
+
+    /// Memories not archived, as the writer counts them.
+    fn live_memories(&self) -> u64 {
+        self.writer.live_memories.load(Ordering::Relaxed)
     }
 
     async fn read<T, F>(&self, query: F) -> Result<T>
@@ -115,7 +128,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
     {
-        self.write_with(Durability::Synced, change).await
+        self.write_with(Durability::Synced, move |tx| Ok((change(tx)?, 0))).await
     }
 
     /// Like [`SqliteStore::write`], for derived data that can be rebuilt (vectors, recall
@@ -125,35 +138,62 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
     {
-        self.write_with(Durability::Relaxed, change).await
+        self.write_with(Durability::Relaxed, move |tx| Ok((change(tx)?, 0))).await
+    }
+
+    /// Like [`SqliteStore::write`], for a change that adds (or, negative, removes) live
+    /// memories: `change` returns its value and that difference, which the count takes on
+    /// when the commit succeeds.
+    async fn write_counted<T, F>(&self, change: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<(T, i64)> + Send + 'static,
+    {
+        self.write_with(Durability::Synced, change).await
     }
 
     async fn write_with<T, F>(&self, durability: Durability, change: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T> + Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<(T, i64)> + Send + 'static,
     {
-        let pool = self.writer.clone();
+        let writer = self.writer.clone();
+        // The work runs to its end on a blocking thread even when the caller stops waiting.
         run_blocking(move || {
-            let mut connection = pool.get().map_err(StoreError::backend)?;
-            if durability == Durability::Relaxed {
-                connection.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
+            // A panic in an earlier change rolled its transaction back; the connections are
+            // still good.
+            let mut connections =
+                writer.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let connection = match durability {
+                Durability::Synced => &mut connections.synced,
+                Durability::Relaxed => &mut connections.relaxed,
+            };
+            let transaction = connection
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql)?;
+            let (value, live_change) = change(&transaction)?;
+            transaction.commit().map_err(sql)?;
+            if live_change >= 0 {
+                writer.live_memories.fetch_add(live_change as u64, Ordering::Relaxed);
+            } else {
+                subtract(&writer.live_memories, live_change.unsigned_abs());
             }
-            let outcome = (|| {
-                let transaction = connection
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(sql)?;
-                let value = change(&transaction)?;
-                transaction.commit().map_err(sql)?;
-                Ok(value)
-            })();
-            if durability == Durability::Relaxed {
-                connection.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
-            }
-            outcome
+            Ok(value)
         })
         .await
     }
+}
+
+/// A writer connection whose commits are `synchronous` (FULL or NORMAL) for its whole life.
+fn open_writer(path: &Path, synchronous: &str) -> Result<Connection> {
+    let mut connection = Connection::open(path).map_err(sql)?;
+    configure_connection(&mut connection).map_err(sql)?;
+    connection.pragma_update(None, "synchronous", synchronous).map_err(sql)?;
+    // Checkpoints run on a background thread (below), not inside a request's commit; after
+    // one resets the log, the file is cut back to this size.
+    connection.pragma_update(None, "wal_autocheckpoint", 0).map_err(sql)?;
+    connection.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT as i64).map_err(sql)?;
+    Ok(connection)
 }
 
 /// How hard a commit holds on to its data.
@@ -243,6 +283,11 @@ pub(crate) fn update_memory_row(
     Ok(Some((before, after)))
 }
 
+/// How a change from `before` to `after` moves the count of live memories.
+pub(crate) fn live_change(before: &Memory, after: &Memory) -> i64 {
+    i64::from(after.archived_at.is_none()) - i64::from(before.archived_at.is_none())
+}
+
 fn read_memory(connection: &Connection, id: &str) -> Result<Option<Memory>> {
     let query = format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?1");
     let mut statement = connection.prepare_cached(&query).map_err(sql)?;
@@ -287,24 +332,36 @@ fn restrict_to_owner(path: &Path) -> Result<()> {
 }
 
 /// Moves the write-ahead log into the database every second from a thread of its own, so no
-/// request pays for a checkpoint. PASSIVE never waits for readers or the writer. The thread
-/// ends when the store is dropped.
+/// request pays for a checkpoint. The thread ends when the store is dropped.
 fn spawn_checkpointer(path: &Path, alive: std::sync::Weak<()>) -> Result<()> {
     let mut connection = Connection::open(path).map_err(sql)?;
     configure_connection(&mut connection).map_err(sql)?;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
     std::thread::Builder::new()
         .name("sqlite-checkpoint".to_owned())
         .spawn(move || {
             while alive.upgrade().is_some() {
                 std::thread::sleep(CHECKPOINT_INTERVAL);
-                if let Err(error) =
-                    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                {
+                if let Err(error) = checkpoint(&connection, &wal, WAL_TRUNCATE_AT) {
                     tracing::warn!(%error, "checkpoint failed");
                 }
             }
         })
         .map_err(StoreError::backend)?;
+    Ok(())
+}
+
+/// One checkpoint. PASSIVE never waits for readers or the writer; when the log has grown past
+/// `truncate_at` anyway, TRUNCATE waits for them (up to the busy timeout) and empties it, so
+/// the file stays bounded however busy the readers are.
+fn checkpoint(connection: &Connection, wal: &Path, truncate_at: u64) -> rusqlite::Result<()> {
+    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+    let size = std::fs::metadata(wal).map_or(0, |metadata| metadata.len());
+    if size > truncate_at {
+        connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    }
     Ok(())
 }
 
@@ -338,18 +395,16 @@ pub(crate) fn filter_params(
 #[async_trait]
 impl MemoryStore for SqliteStore {
     async fn insert_memories(&self, memories: &[Memory], actor: &str) -> Result<()> {
-        let live = memories.iter().filter(|memory| memory.archived_at.is_none()).count() as u64;
+        let live = memories.iter().filter(|memory| memory.archived_at.is_none()).count() as i64;
         let (memories, actor) = (memories.to_vec(), actor.to_owned());
-        self.write(move |tx| {
+        self.write_counted(move |tx| {
             let audit = Audit { actor: &actor, action: "create" };
             for memory in &memories {
                 insert_memory_row(tx, memory, &audit)?;
             }
-            Ok(())
+            Ok(((), live))
         })
-        .await?;
-        self.live_memories.fetch_add(live, Ordering::Relaxed);
-        Ok(())
+        .await
     }
 
     async fn get_memory(&self, id: &str) -> Result<Option<Memory>> {
@@ -388,25 +443,17 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Option<Memory>> {
         let (id, change) = (id.to_owned(), change.clone());
         let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
-        let (memory, was_live) = self
-            .write(move |tx| {
-                let audit = Audit { actor: &actor, action: &action };
-                match update_memory_row(tx, &id, &change, updated_at, &audit)? {
-                    Some((before, after)) => Ok((Some(after), before.archived_at.is_none())),
-                    None => Ok((None, false)),
+        self.write_counted(move |tx| {
+            let audit = Audit { actor: &actor, action: &action };
+            Ok(match update_memory_row(tx, &id, &change, updated_at, &audit)? {
+                Some((before, after)) => {
+                    let live_change = live_change(&before, &after);
+                    (Some(after), live_change)
                 }
+                None => (None, 0),
             })
-            .await?;
-        match &memory {
-            Some(memory) if was_live && memory.archived_at.is_some() => {
-                subtract(&self.live_memories, 1);
-            }
-            Some(memory) if !was_live && memory.archived_at.is_none() => {
-                self.live_memories.fetch_add(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-        Ok(memory)
+        })
+        .await
     }
 
     async fn list_memories(
@@ -451,7 +498,7 @@ impl MemoryStore for SqliteStore {
         }
         let (terms, filter) = (terms.to_vec(), filter.clone());
         let frequencies = self.word_frequencies.clone();
-        let corpus = self.live_memories.load(Ordering::Relaxed);
+        let corpus = self.live_memories();
         self.read(move |connection| {
             search::search(connection, &frequencies, corpus, &terms, &filter, limit)
         })
@@ -459,7 +506,7 @@ impl MemoryStore for SqliteStore {
     }
 
     async fn count_memories(&self) -> Result<u64> {
-        Ok(self.live_memories.load(Ordering::Relaxed))
+        Ok(self.live_memories())
     }
 
     async fn record_recall(
@@ -627,32 +674,29 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Vec<String>> {
         let ids = ids.to_vec();
         let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
-        let (erased, live) = self
-            .write(move |tx| {
-                let audit = Audit { actor: &actor, action: &action };
-                let mut erased = Vec::new();
-                let mut live = 0;
-                for id in &ids {
-                    let Some(memory) = read_memory(tx, id)? else { continue };
-                    live += u64::from(memory.archived_at.is_none());
-                    for statement in [
-                        // The FTS trigger removes a live memory's entry; vectors cascade.
-                        "DELETE FROM memories WHERE id = ?1",
-                        "DELETE FROM task_recalls WHERE memory_id = ?1",
-                        "DELETE FROM connector_items WHERE memory_id = ?1",
-                        "DELETE FROM conflicts WHERE first_id = ?1 OR second_id = ?1",
-                        "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
-                    ] {
-                        tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
-                    }
-                    audit::append(tx, &audit, at, id, None, None)?;
-                    erased.push(id.clone());
+        self.write_counted(move |tx| {
+            let audit = Audit { actor: &actor, action: &action };
+            let mut erased = Vec::new();
+            let mut live = 0;
+            for id in &ids {
+                let Some(memory) = read_memory(tx, id)? else { continue };
+                live -= i64::from(memory.archived_at.is_none());
+                for statement in [
+                    // The FTS trigger removes a live memory's entry; vectors cascade.
+                    "DELETE FROM memories WHERE id = ?1",
+                    "DELETE FROM task_recalls WHERE memory_id = ?1",
+                    "DELETE FROM connector_items WHERE memory_id = ?1",
+                    "DELETE FROM conflicts WHERE first_id = ?1 OR second_id = ?1",
+                    "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
+                ] {
+                    tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
                 }
-                Ok((erased, live))
-            })
-            .await?;
-        subtract(&self.live_memories, live);
-        Ok(erased)
+                audit::append(tx, &audit, at, id, None, None)?;
+                erased.push(id.clone());
+            }
+            Ok((erased, live))
+        })
+        .await
     }
 
     async fn newest_repo_memories(&self, repo: &str, limit: u32) -> Result<Vec<Memory>> {
@@ -718,6 +762,80 @@ mod tests {
             async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn cairn_store::Store> }
         })
         .await;
+    }
+
+    fn synchronous(store: &SqliteStore) -> impl Future<Output = Result<i64>> + '_ {
+        store.write(|tx| tx.query_row("PRAGMA synchronous", [], |row| row.get(0)).map_err(sql))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_failure_of_a_relaxed_write_leaves_later_writes_unsynced() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
+        const FULL: i64 = 2;
+        assert_eq!(synchronous(&store).await.unwrap(), FULL);
+
+        let failed = store
+            .write_relaxed(|_| -> Result<()> { Err(StoreError::Corrupt("injected".into())) })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(synchronous(&store).await.unwrap(), FULL, "after a failed relaxed write");
+
+        let panicked = store.write_relaxed(|_| -> Result<()> { panic!("injected") }).await;
+        assert!(panicked.is_err(), "a panic in a change is an error to its caller");
+        assert_eq!(synchronous(&store).await.unwrap(), FULL, "after a panicking relaxed write");
+
+        let memory = cairn_store::conformance::sample_memory("kept", cairn_types::Scope::User, 1);
+        store.insert_memories(std::slice::from_ref(&memory), "tester").await.unwrap();
+        assert_eq!(store.get_memory(&memory.id).await.unwrap(), Some(memory));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_whose_caller_stops_waiting_is_still_counted() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
+        let memory = cairn_store::conformance::sample_memory("kept", cairn_types::Scope::User, 1);
+        // Polled once (the write starts), then dropped, as a server drops a request.
+        let insert = store.insert_memories(std::slice::from_ref(&memory), "tester");
+        let _ = tokio::time::timeout(Duration::ZERO, insert).await;
+        while store.get_memory(&memory.id).await.unwrap().is_none() {
+            tokio::task::yield_now().await;
+        }
+        // The writer is free again only once the dropped write's work is all done.
+        store.write(|_| Ok(())).await.unwrap();
+        assert_eq!(store.count_memories().await.unwrap(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn checkpoints_keep_the_log_bounded() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let text = "x".repeat(1_000);
+        let memories: Vec<Memory> = (0..3_000)
+            .map(|n| {
+                cairn_store::conformance::sample_memory(
+                    &format!("{n} {text}"),
+                    cairn_types::Scope::User,
+                    n,
+                )
+            })
+            .collect();
+        store.insert_memories(&memories, "tester").await.unwrap();
+        let wal = directory.path().join("cairn.db-wal");
+        let limit = 1024 * 1024;
+        assert!(std::fs::metadata(&wal).unwrap().len() > limit, "the test writes a large log");
+
+        // A reader in the middle of a transaction holds passive checkpoints back.
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN; SELECT count(*) FROM memories;").unwrap();
+        let checkpointer = Connection::open(&path).unwrap();
+        checkpointer.busy_timeout(Duration::from_millis(200)).unwrap();
+        let _ = checkpoint(&checkpointer, &wal, limit);
+        reader.execute_batch("COMMIT").unwrap();
+        checkpoint(&checkpointer, &wal, limit).unwrap();
+        assert!(std::fs::metadata(&wal).unwrap().len() <= limit);
+        assert_eq!(store.count_memories().await.unwrap(), 3_000, "nothing is lost");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
