@@ -25,17 +25,6 @@ pub(crate) struct Candidate<'a> {
     pub repo: Option<&'a str>,
 }
 
-/// Two memories that contradict each other.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ConflictPair {
-    pub first: usize,
-    pub second: usize,
-    /// What both talk about, e.g. "package manager" or "npm".
-    pub subject: String,
-    /// One sentence a person reads, quoting the two contradicting statements.
-    pub reason: String,
-}
-
 // ---------------------------------------------------------------------------------------------
 // Near-duplicates.
 // ---------------------------------------------------------------------------------------------
@@ -398,8 +387,8 @@ impl Hasher for MixHasher {
 // Conflicts.
 // ---------------------------------------------------------------------------------------------
 
-/// Pairs of memories (same repository, or either without one) that contradict each other,
-/// `first < second`, sorted, each pair once.
+/// The contradictions among `items`, one [`ConflictSet`] per subject and repository, in
+/// time near-linear in the number of memories (whatever the number of contradicting pairs).
 ///
 /// Each sentence is read, case-insensitively, for preferences and prohibitions of a subject:
 /// "use X", "prefer X", "always use X", "we use X", "X is the package manager", "indent with
@@ -421,8 +410,13 @@ impl Hasher for MixHasher {
 /// not conflict, nor do "use pnpm" and "use npm for publishing" (a rule and its exception),
 /// while an unqualified prohibition ("never use unwrap") holds everywhere; words that only
 /// restate a group ("npm for installs") are no circumstance.
-pub(crate) fn conflicts(items: &[Candidate<'_>]) -> Vec<ConflictPair> {
-    let mut statements: Vec<Statement<'_>> = Vec::new();
+///
+/// Memories of no repository take part in every repository's sets (they hold everywhere), and
+/// form sets of their own among themselves. A contradiction between members of one group is
+/// reported once, as the group's set: the direct one between, say, "use npm" and "not npm"
+/// is left out when the group's set already holds both memories.
+pub(crate) fn conflicts<'a>(items: &[Candidate<'a>]) -> Vec<ConflictSet<'a>> {
+    let mut statements: Vec<Statement<'a>> = Vec::new();
     let mut by_term: HashMap<Term, Vec<usize>> = HashMap::new();
     let mut by_group: Vec<Vec<Choice>> = vec![Vec::new(); GROUPS.len()];
     for (item, candidate) in items.iter().enumerate() {
@@ -451,123 +445,290 @@ pub(crate) fn conflicts(items: &[Candidate<'_>]) -> Vec<ConflictPair> {
             by_group[choice.group].push(choice);
         }
     }
-
     let repo = |item: usize| items[item].repo;
-    let mut found: Vec<Found> = Vec::new();
-    let mut add = |x: usize, y: usize, rank: u8| {
-        let (a, b) = (statements[x].item, statements[y].item);
-        if a != b && same_circumstances(&statements[x], &statements[y]) {
-            let (first, second, x, y) = if a < b { (a, b, x, y) } else { (b, a, y, x) };
-            found.push(Found { first, second, rank, statements: (x, y) });
-        }
-    };
 
-    for choices in &by_group {
-        // Within one repository and with memories of none, memories whose preferred members
-        // of the group differ entirely contradict each other.
-        let mut parts: HashMap<Option<&str>, BTreeMap<u32, Vec<usize>>> = HashMap::new();
-        for choice in choices {
-            let part = parts.entry(repo(choice.item)).or_default();
-            part.entry(choice.members).or_default().push(choice.statement);
-        }
-        let none = parts.get(&None);
-        for (part_repo, part) in &parts {
-            for (&mask_a, ids_a) in part {
-                for (&mask_b, ids_b) in part.range(mask_a + 1..) {
-                    if mask_a & mask_b == 0 {
-                        for &x in ids_a {
-                            for &y in ids_b {
-                                add(x, y, 0);
-                            }
-                        }
-                    }
-                }
-                if let (Some(_), Some(none)) = (part_repo, none) {
-                    for (&mask_b, ids_b) in none {
-                        if mask_a & mask_b == 0 {
-                            for &x in ids_a {
-                                for &y in ids_b {
-                                    add(x, y, 0);
-                                }
-                            }
-                        }
-                    }
-                }
+    let mut found: Vec<ConflictSet<'a>> = Vec::new();
+    for (group, choices) in by_group.iter().enumerate() {
+        for (part_repo, part) in parts(choices, |choice| repo(choice.item)) {
+            let involved = contradicting_choices(&part, &statements);
+            if !involved.iter().any(|choice| repo(choice.item) == part_repo) {
+                continue;
             }
+            let mut sides: BTreeMap<u32, Vec<&Choice>> = BTreeMap::new();
+            for choice in involved {
+                sides.entry(choice.members).or_default().push(choice);
+            }
+            let sides: Vec<Side<'a>> = sides
+                .into_iter()
+                .map(|(members, choices)| Side {
+                    label: member_names(group, members),
+                    items: choices.iter().map(|choice| choice.item).collect(),
+                    quote: statements[choices[0].statement].sentence,
+                })
+                .collect();
+            found.push(ConflictSet::new(GROUPS[group].name.to_owned(), part_repo, sides));
         }
     }
 
-    for ids in by_term.values() {
+    let mut terms: Vec<(&Term, &Vec<usize>)> = by_term.iter().collect();
+    terms.sort_unstable();
+    for (term, ids) in terms {
         let Some(&first) = ids.first() else { continue };
         if ids.iter().all(|&id| statements[id].stance == statements[first].stance) {
             continue;
         }
-        let mut parts: HashMap<Option<&str>, [Vec<usize>; 2]> = HashMap::new();
-        for &id in ids {
-            let part = parts.entry(repo(statements[id].item)).or_default();
-            part[statements[id].stance as usize].push(id);
-        }
-        let none = parts.get(&None);
-        for (part_repo, [prefer, prohibit]) in &parts {
-            let mut pairs: Vec<(&[usize], &[usize])> = vec![(prefer, prohibit)];
-            if let (Some(_), Some([none_prefer, none_prohibit])) = (part_repo, none) {
-                pairs.push((prefer, none_prohibit));
-                pairs.push((prohibit, none_prefer));
+        for (part_repo, part) in parts(ids, |&id| repo(statements[id].item)) {
+            let [prefer, prohibit] = contradicting_stances(&part, &statements);
+            if prefer.is_empty()
+                || !prefer.iter().chain(&prohibit).any(|&id| repo(statements[id].item) == part_repo)
+            {
+                continue;
             }
-            for (xs, ys) in pairs {
-                for &x in xs {
-                    for &y in ys {
-                        add(x, y, 1);
-                    }
+            let items = |ids: &[usize]| ids.iter().map(|&id| statements[id].item).collect();
+            let (prefer_items, prohibit_items): (Vec<usize>, Vec<usize>) =
+                (items(&prefer), items(&prohibit));
+            if let Term::Member(group, _) = term {
+                let covered = found.iter().any(|set| {
+                    set.subject == GROUPS[*group].name
+                        && set.repo == part_repo
+                        && prefer_items.iter().chain(&prohibit_items).all(|item| set.holds(*item))
+                });
+                if covered {
+                    continue;
+                }
+            }
+            let name = term.display();
+            let sides = vec![
+                Side {
+                    label: name.to_owned(),
+                    items: prefer_items,
+                    quote: statements[prefer[0]].sentence,
+                },
+                Side {
+                    label: format!("not {name}"),
+                    items: prohibit_items,
+                    quote: statements[prohibit[0]].sentence,
+                },
+            ];
+            found.push(ConflictSet::new(name.to_owned(), part_repo, sides));
+        }
+    }
+    found.sort_by(|a, b| a.first_item().cmp(&b.first_item()).then(a.subject.cmp(&b.subject)));
+    found
+}
+
+/// Memories that contradict each other about one subject in one repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConflictSet<'a> {
+    /// What they speak of, e.g. "package manager" or "yarn".
+    pub subject: String,
+    /// The repository; `None` when every memory is of none.
+    pub repo: Option<&'a str>,
+    /// What each side holds ("pnpm", "npm"; "yarn", "not yarn"), with its memories (indices,
+    /// ascending); two sides or more.
+    pub sides: Vec<Side<'a>>,
+    /// One sentence a person reads.
+    pub reason: String,
+}
+
+/// One position in a conflict and the memories taking it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Side<'a> {
+    pub label: String,
+    pub items: Vec<usize>,
+    /// A sentence of the side's first memory that says it.
+    quote: &'a str,
+}
+
+impl<'a> ConflictSet<'a> {
+    fn new(subject: String, repo: Option<&'a str>, mut sides: Vec<Side<'a>>) -> ConflictSet<'a> {
+        for side in &mut sides {
+            side.items.sort_unstable();
+            side.items.dedup();
+        }
+        sides.sort_by_key(|side| side.items[0]);
+        let place = repo.map(|repo| format!(" in `{repo}`")).unwrap_or_default();
+        let reason = if sides.len() == 2 && sides.iter().all(|side| side.items.len() == 1) {
+            // Two memories: quote them.
+            let quoted = |side: &Side<'_>| {
+                let says = match side.label.strip_prefix("not ") {
+                    Some(thing) if thing == subject => format!("rules out {thing}"),
+                    _ => format!("prefers {}", side.label),
+                };
+                format!("\"{}\" {says}", brief(side.quote))
+            };
+            let group = if sides.iter().any(|side| side.label == subject) {
+                String::new()
+            } else {
+                format!(" ({subject})")
+            };
+            format!("{}; {}{group}{place}", quoted(&sides[0]), quoted(&sides[1]))
+        } else {
+            let counted = sides
+                .iter()
+                .map(|side| {
+                    let n = side.items.len();
+                    format!("{} ({n} {})", side.label, if n == 1 { "memory" } else { "memories" })
+                })
+                .collect::<Vec<_>>()
+                .join(" against ");
+            format!("{subject}{place}: {counted}")
+        };
+        ConflictSet { subject, repo, sides, reason }
+    }
+
+    fn first_item(&self) -> usize {
+        self.sides.iter().map(|side| side.items[0]).min().unwrap_or(0)
+    }
+
+    fn holds(&self, item: usize) -> bool {
+        self.sides.iter().any(|side| side.items.binary_search(&item).is_ok())
+    }
+}
+
+/// Splits `values` by repository: each repository's own with those of no repository, and
+/// those of no repository alone; repositories in name order, no repository last.
+fn parts<'a, 'v, T>(
+    values: &'v [T],
+    repo: impl Fn(&T) -> Option<&'a str>,
+) -> Vec<(Option<&'a str>, Vec<&'v T>)> {
+    let mut by_repo: BTreeMap<Option<&'a str>, Vec<&'v T>> = BTreeMap::new();
+    for value in values {
+        by_repo.entry(repo(value)).or_default().push(value);
+    }
+    let everywhere = by_repo.remove(&None).unwrap_or_default();
+    let mut parts: Vec<(Option<&'a str>, Vec<&'v T>)> = by_repo
+        .into_iter()
+        .map(|(repo, mut part)| {
+            part.extend(everywhere.iter().copied());
+            (repo, part)
+        })
+        .collect();
+    if !everywhere.is_empty() {
+        parts.push((None, everywhere));
+    }
+    parts
+}
+
+/// The choices of one group that contradict another in the same circumstances: preferred
+/// members entirely different, and qualifiers sharing a word or both empty. Circumstances are
+/// joined through shared words (union-find), so the work is linear in the choices and their
+/// words, and quadratic only in the number of distinct member sets of a circumstance.
+fn contradicting_choices<'c>(part: &[&'c Choice], statements: &[Statement<'_>]) -> Vec<&'c Choice> {
+    let qualifier = |choice: &Choice| &statements[choice.statement].qualifier;
+    let mut classes = UnionFind::new(part.len());
+    let mut by_word: HashMap<&str, usize> = HashMap::new();
+    let mut general: Option<usize> = None;
+    for (index, choice) in part.iter().enumerate() {
+        let words = qualifier(choice);
+        if words.is_empty() {
+            match general {
+                Some(other) => classes.union(index, other),
+                None => general = Some(index),
+            }
+        }
+        for word in words {
+            match by_word.get(word.as_str()) {
+                Some(&other) => classes.union(index, other),
+                None => {
+                    by_word.insert(word, index);
                 }
             }
         }
     }
-
-    found.sort_unstable_by_key(|f| (f.first, f.second, f.rank, f.statements));
-    found.dedup_by_key(|f| (f.first, f.second));
-    found
-        .into_iter()
-        .map(|f| {
-            let (a, b) = (&statements[f.statements.0], &statements[f.statements.1]);
-            let (subject, reason) = match (f.rank, &a.term, &b.term) {
-                (0, Term::Member(group, member_a), Term::Member(_, member_b)) => {
-                    let group = &GROUPS[*group];
-                    let reason = format!(
-                        "\"{}\" prefers {}; \"{}\" prefers {} ({})",
-                        brief(a.sentence),
-                        group.members[*member_a].name,
-                        brief(b.sentence),
-                        group.members[*member_b].name,
-                        group.name
-                    );
-                    (group.name.to_owned(), reason)
-                }
-                _ => {
-                    let subject = a.term.display();
-                    let reason = format!(
-                        "\"{}\" {} {subject}; \"{}\" {} {subject}",
-                        brief(a.sentence),
-                        a.stance.verb(),
-                        brief(b.sentence),
-                        b.stance.verb()
-                    );
-                    (subject.to_owned(), reason)
-                }
-            };
-            ConflictPair { first: f.first, second: f.second, subject, reason }
-        })
-        .collect()
+    let mut masks: HashMap<usize, HashSet<u32>> = HashMap::new();
+    for (index, choice) in part.iter().enumerate() {
+        masks.entry(classes.find(index)).or_default().insert(choice.members);
+    }
+    let mut involved = Vec::new();
+    for (index, choice) in part.iter().enumerate() {
+        if masks[&classes.find(index)].iter().any(|&other| other & choice.members == 0) {
+            involved.push(*choice);
+        }
+    }
+    involved
 }
 
-/// A contradiction found, before the best one per pair is chosen.
-struct Found {
-    first: usize,
-    second: usize,
-    /// 0 for two members of a group, 1 for a thing preferred and prohibited.
-    rank: u8,
-    /// The statements of `first` and `second`.
-    statements: (usize, usize),
+/// The statements of one term that contradict one of the other stance in the same
+/// circumstances, as `[prefer, prohibit]`: an unqualified prohibition holds everywhere, and
+/// otherwise the qualifiers must share a word. Linear in the statements and their words.
+fn contradicting_stances(part: &[&usize], statements: &[Statement<'_>]) -> [Vec<usize>; 2] {
+    let (prefer, prohibit): (Vec<usize>, Vec<usize>) =
+        part.iter().map(|&&id| id).partition(|&id| statements[id].stance == Stance::Prefer);
+    if prefer.is_empty() {
+        return [Vec::new(), Vec::new()];
+    }
+    let mut by_word: HashMap<&str, Vec<usize>> = HashMap::new();
+    for &id in &prefer {
+        for word in &statements[id].qualifier {
+            by_word.entry(word).or_default().push(id);
+        }
+    }
+    let mut everywhere = false;
+    let mut involved: HashSet<usize> = HashSet::new();
+    let mut prohibiting = Vec::new();
+    for &id in &prohibit {
+        let words = &statements[id].qualifier;
+        if words.is_empty() {
+            everywhere = true;
+            prohibiting.push(id);
+            continue;
+        }
+        let mut shares = false;
+        for word in words {
+            if let Some(ids) = by_word.get_mut(word.as_str()) {
+                shares = true;
+                // Each preference is marked once, however many prohibitions share its words.
+                involved.extend(ids.drain(..));
+            }
+        }
+        if shares {
+            prohibiting.push(id);
+        }
+    }
+    let preferring: Vec<usize> = if everywhere {
+        prefer
+    } else {
+        prefer.into_iter().filter(|id| involved.contains(id)).collect()
+    };
+    if preferring.is_empty() {
+        return [Vec::new(), Vec::new()];
+    }
+    [preferring, prohibiting]
+}
+
+/// The names of the members in `members` (a bit set of `GROUPS[group]`'s), joined.
+fn member_names(group: usize, members: u32) -> String {
+    let names: Vec<&str> = GROUPS[group]
+        .members
+        .iter()
+        .enumerate()
+        .filter(|(member, _)| members & (1 << member) != 0)
+        .map(|(_, member)| member.name)
+        .collect();
+    names.join(" and ")
+}
+
+/// Disjoint sets over `0..n`, with path halving.
+struct UnionFind(Vec<usize>);
+
+impl UnionFind {
+    fn new(n: usize) -> UnionFind {
+        UnionFind((0..n).collect())
+    }
+
+    fn find(&mut self, mut x: usize) -> usize {
+        while self.0[x] != x {
+            self.0[x] = self.0[self.0[x]];
+            x = self.0[x];
+        }
+        x
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.find(a), self.find(b));
+        self.0[a.max(b)] = a.min(b);
+    }
 }
 
 /// A memory's preferences within one group, as a bit set of members.
@@ -1936,10 +2097,11 @@ mod tests {
 
     fn conflict(a: &str, b: &str) -> Option<(String, String)> {
         let found = conflicts(&candidates(&[a, b]));
-        assert!(found.len() <= 1);
-        found.into_iter().next().map(|pair| {
-            assert_eq!((pair.first, pair.second), (0, 1));
-            (pair.subject, pair.reason)
+        assert!(found.len() <= 1, "{found:?}");
+        found.into_iter().next().map(|set| {
+            let sides: Vec<&[usize]> = set.sides.iter().map(|side| &side.items[..]).collect();
+            assert_eq!(sides, [[0], [1]]);
+            (set.subject, set.reason)
         })
     }
 
@@ -2079,13 +2241,29 @@ mod tests {
             ("Use yarn.", None),
             ("Use bun.", Some("web")),
         ]);
-        let pairs: Vec<(usize, usize)> =
-            conflicts(&items).iter().map(|pair| (pair.first, pair.second)).collect();
-        assert_eq!(pairs, [(0, 2), (0, 3), (1, 2), (2, 3)]);
+        let found = conflicts(&items);
+        let sets: Vec<(Option<&str>, Vec<(&str, &[usize])>)> = found
+            .iter()
+            .map(|set| {
+                let sides = set.sides.iter().map(|side| (side.label.as_str(), &side.items[..]));
+                (set.repo, sides.collect())
+            })
+            .collect();
+        assert_eq!(
+            sets,
+            [
+                (Some("web"), vec![("pnpm", &[0][..]), ("yarn", &[2]), ("bun", &[3])]),
+                (Some("api"), vec![("npm", &[1][..]), ("yarn", &[2])]),
+            ]
+        );
+        assert_eq!(
+            found[1].reason,
+            "\"Use npm.\" prefers npm; \"Use yarn.\" prefers yarn (package manager) in `api`"
+        );
     }
 
     #[test]
-    fn pairs_are_sorted_and_reported_once() {
+    fn one_set_per_subject_whatever_the_number_of_memories() {
         let items = candidates(&[
             "Use npm. Never use yarn.",
             "Use yarn, not npm.",
@@ -2093,16 +2271,40 @@ mod tests {
             "Use pnpm.",
         ]);
         let found = conflicts(&items);
-        let pairs: Vec<(usize, usize, &str)> =
-            found.iter().map(|p| (p.first, p.second, p.subject.as_str())).collect();
-        assert_eq!(
-            pairs,
-            [(0, 1, "package manager"), (0, 3, "package manager"), (1, 3, "package manager")]
-        );
+        assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(
             found[0].reason,
-            "\"Use npm.\" prefers npm; \"Use yarn, not npm.\" prefers yarn (package manager)"
+            "package manager: npm (1 memory) against yarn (1 memory) against pnpm (1 memory)"
         );
+
+        let texts: Vec<String> = (0..1_400)
+            .map(|i| match i % 2 {
+                0 => format!("Use pnpm in this repo. Note {i}."),
+                _ => format!("Use npm in this repo. Note {i}."),
+            })
+            .collect();
+        let items: Vec<Candidate<'_>> =
+            texts.iter().map(|content| Candidate { content, repo: Some("q") }).collect();
+        let found = conflicts(&items);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].reason,
+            "package manager in `q`: pnpm (700 memories) against npm (700 memories)"
+        );
+        assert_eq!(found[0].sides[0].items, (0..1_400).step_by(2).collect::<Vec<_>>());
+        assert_eq!(found[0].sides[1].items, (1..1_400).step_by(2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_thing_preferred_and_ruled_out_by_many_is_one_set() {
+        let texts =
+            ["Never use yarn.", "Use yarn for scripts.", "Avoid yarn in CI.", "We use yarn."];
+        let found = conflicts(&candidates(&texts));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].subject, "yarn");
+        assert_eq!(found[0].sides[0].items, [0, 2]);
+        assert_eq!(found[0].sides[1].items, [1, 3]);
+        assert_eq!(found[0].reason, "yarn: not yarn (2 memories) against yarn (2 memories)");
     }
 
     #[test]
@@ -2167,18 +2369,23 @@ mod tests {
             .collect();
         let found = conflicts(&items);
         // Each repository holds ten memories: i, i + 2000, ...; templates 0 and 1 conflict
-        // where a repository holds both.
-        for pair in &found {
-            assert_eq!(pair.first % 2000, pair.second % 2000);
-            assert_eq!(pair.subject, "package manager");
+        // where a repository holds both, as one set.
+        let mut expected = 0;
+        for r in 0..2000 {
+            let kinds: Vec<usize> = (0..10).map(|k| (r + 2000 * k) % templates.len()).collect();
+            expected += usize::from(kinds.contains(&0) && kinds.contains(&1));
         }
-        let expected: usize = (0..2000)
-            .map(|r| {
-                let kinds: Vec<usize> = (0..10).map(|k| (r + 2000 * k) % templates.len()).collect();
-                kinds.iter().filter(|&&k| k == 0).count()
-                    * kinds.iter().filter(|&&k| k == 1).count()
-            })
-            .sum();
         assert_eq!(found.len(), expected);
+        for set in &found {
+            assert_eq!(set.subject, "package manager");
+            let repo = set.repo.unwrap();
+            for side in &set.sides {
+                let template = if side.label == "pnpm" { 0 } else { 1 };
+                for &item in &side.items {
+                    assert_eq!(items[item].repo, Some(repo));
+                    assert_eq!(item % templates.len(), template);
+                }
+            }
+        }
     }
 }
