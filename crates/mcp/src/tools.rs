@@ -638,7 +638,7 @@ impl CairnTools {
                 format!(
                     "- {} ({}) {}: {}",
                     conflict.id,
-                    conflict.status,
+                    conflict.status.as_str(),
                     conflict.subject,
                     conflict.memory_ids.join(" vs ")
                 )

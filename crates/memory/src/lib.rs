@@ -75,6 +75,46 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A new memory from `input`, checked, created at `now`.
+pub(crate) fn new_memory(input: NewMemory, now: Timestamp) -> Result<Memory> {
+    let input = validate::new_memory(input)?;
+    Ok(Memory {
+        id: new_id(IdPrefix::Memory),
+        content: input.content,
+        scope: input.scope,
+        status: Status::Active,
+        repo: input.repo,
+        tags: input.tags,
+        source: input.source,
+        metadata: input.metadata,
+        created_at: now,
+        updated_at: now,
+        last_recalled_at: None,
+        recall_count: 0,
+        archived_at: None,
+    })
+}
+
+/// A review decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    Approve,
+    Reject,
+}
+
+impl Decision {
+    fn action(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Reject => "reject",
+        }
+    }
+}
+
+/// Where the engine reads the time for decisions that depend on it (the dream cycle's
+/// window); tests move it.
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
 /// The memory engine over one store.
 #[derive(Clone)]
 pub struct Engine {
@@ -87,6 +127,7 @@ pub struct Engine {
     /// resolve, the dream cycle), so two of them never act on the same stale check.
     decisions: Arc<tokio::sync::Mutex<()>>,
     semantic: Option<Arc<semantic::Semantic>>,
+    clock: Clock,
 }
 
 impl Engine {
@@ -101,7 +142,19 @@ impl Engine {
             syncs: Arc::default(),
             decisions: Arc::default(),
             semantic: None,
+            clock: Arc::new(Timestamp::now),
         }
+    }
+
+    /// Reads the time from `clock` instead of the system's, for new memories and the dream
+    /// cycle's window.
+    pub fn with_clock(mut self, clock: Clock) -> Engine {
+        self.clock = clock;
+        self
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
+        (self.clock)()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
@@ -120,28 +173,9 @@ impl Engine {
         inputs: Vec<NewMemory>,
         actor: &str,
     ) -> Result<Vec<Memory>> {
-        let now = Timestamp::now();
-        let memories = inputs
-            .into_iter()
-            .map(|input| {
-                let input = validate::new_memory(input)?;
-                Ok(Memory {
-                    id: new_id(IdPrefix::Memory),
-                    content: input.content,
-                    scope: input.scope,
-                    status: Status::Active,
-                    repo: input.repo,
-                    tags: input.tags,
-                    source: input.source,
-                    metadata: input.metadata,
-                    created_at: now,
-                    updated_at: now,
-                    last_recalled_at: None,
-                    recall_count: 0,
-                    archived_at: None,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let now = self.now();
+        let memories =
+            inputs.into_iter().map(|input| new_memory(input, now)).collect::<Result<Vec<_>>>()?;
         self.store.insert_memories(&memories, actor).await?;
         self.wake_embedder(memories.len());
         // Count each new memory's context entry now, while it is at hand, so the context
@@ -240,15 +274,15 @@ impl Engine {
 
     /// Approves a memory in review: it becomes `active`.
     pub async fn approve(&self, id: &str, actor: &str) -> Result<Memory> {
-        self.decide(id, actor, "approve").await
+        self.decide(id, actor, Decision::Approve).await
     }
 
     /// Rejects a memory in review: it is archived (and can still be restored).
     pub async fn reject(&self, id: &str, actor: &str) -> Result<Memory> {
-        self.decide(id, actor, "reject").await
+        self.decide(id, actor, Decision::Reject).await
     }
 
-    async fn decide(&self, id: &str, actor: &str, action: &str) -> Result<Memory> {
+    async fn decide(&self, id: &str, actor: &str, decision: Decision) -> Result<Memory> {
         let _decision = self.decisions.lock().await;
         let current = self.get_memory(id).await?;
         if current.status != Status::Review || current.archived_at.is_some() {
@@ -258,20 +292,20 @@ impl Engine {
             };
             return Err(Error::NotInReview { id: id.to_owned(), state });
         }
-        let now = Timestamp::now();
-        let approved = action == "approve";
-        let change = match approved {
-            true => MemoryChange { status: Some(Status::Active), ..MemoryChange::default() },
+        let change = match decision {
+            Decision::Approve => {
+                MemoryChange { status: Some(Status::Active), ..MemoryChange::default() }
+            }
             // A rejected memory leaves review: archived, and stale should it be restored.
-            false => MemoryChange {
+            Decision::Reject => MemoryChange {
                 status: Some(Status::Stale),
-                archived_at: Some(Some(now)),
+                archived_at: Some(Some(Timestamp::now())),
                 ..MemoryChange::default()
             },
         };
-        self.apply_change(id, &change, now, &Audit { actor, action }).await?;
-        // A decision on one side of a conflict settles it.
-        self.settle_conflicts_of(id, approved, actor).await?;
+        // A decision on one side of a conflict settles it, in the same transaction.
+        let approved = decision == Decision::Approve;
+        self.decide_in_conflicts(&current, change, approved, actor, decision.action()).await?;
         self.get_memory(id).await
     }
 

@@ -1,117 +1,298 @@
-//! Detected conflicts in SQLite.
+//! Detected conflicts in SQLite: one row per conflict, one per memory in it.
+
+use std::collections::HashSet;
 
 use async_trait::async_trait;
-use cairn_store::{ConflictRecord, ConflictStore, Result};
-use cairn_types::Timestamp;
-use rusqlite::{OptionalExtension, Row, params};
+use cairn_store::{Audit, ConflictRecord, ConflictStore, MemoryChange, Result, Settlement};
+use cairn_types::{ConflictSide, ConflictStatus, Status, Timestamp};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{SqliteStore, sql};
+use crate::{SqliteStore, StoreError, insert_memory_row, live_change, sql, update_memory_row};
 
-const COLUMNS: &str =
-    "id, first_id, second_id, subject, reason, status, detected_at, resolution, resolved_at";
+const COLUMNS: &str = "id, subject, repo, reason, status, detected_at, resolution, resolved_at";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<ConflictRecord> {
-    Ok(ConflictRecord {
-        id: row.get(0)?,
-        first_id: row.get(1)?,
-        second_id: row.get(2)?,
-        subject: row.get(3)?,
-        reason: row.get(4)?,
-        status: row.get(5)?,
-        detected_at: Timestamp::from_millis(row.get(6)?),
-        resolution: row.get(7)?,
-        resolved_at: row.get::<_, Option<i64>>(8)?.map(Timestamp::from_millis),
+/// A conflict's row, without its memories.
+fn from_row(row: &Row<'_>) -> rusqlite::Result<(ConflictRecord, String)> {
+    let status: String = row.get(4)?;
+    Ok((
+        ConflictRecord {
+            id: row.get(0)?,
+            subject: row.get(1)?,
+            repo: row.get(2)?,
+            sides: Vec::new(),
+            reason: row.get(3)?,
+            status: ConflictStatus::Open,
+            detected_at: Timestamp::from_millis(row.get(5)?),
+            resolution: row.get(6)?,
+            resolved_at: row.get::<_, Option<i64>>(7)?.map(Timestamp::from_millis),
+        },
+        status,
+    ))
+}
+
+/// Reads conflicts matching `condition` (with `values`), newest first, with their memories.
+fn select(
+    connection: &Connection,
+    condition: &str,
+    values: impl rusqlite::Params,
+) -> Result<Vec<ConflictRecord>> {
+    let query =
+        format!("SELECT {COLUMNS} FROM conflict_sets WHERE {condition} ORDER BY rowid DESC");
+    let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+    let rows = statement.query_map(values, from_row).map_err(sql)?;
+    let mut records = Vec::new();
+    for row in rows {
+        let (mut record, status) = row.map_err(sql)?;
+        record.status = ConflictStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("conflict status `{status}`")))?;
+        record.sides = sides(connection, &record.id)?;
+        records.push(record);
+    }
+    Ok(records)
+}
+
+fn sides(connection: &Connection, id: &str) -> Result<Vec<ConflictSide>> {
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT side, label, memory_id FROM conflict_members WHERE conflict_id = ?1 \
+             ORDER BY side, memory_id",
+        )
+        .map_err(sql)?;
+    let rows = statement
+        .query_map([id], |row| Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?)))
+        .map_err(sql)?;
+    let mut sides: Vec<(i64, ConflictSide)> = Vec::new();
+    for row in rows {
+        let (side, label, memory_id): (i64, String, String) = row.map_err(sql)?;
+        match sides.last_mut() {
+            Some((last, found)) if *last == side => found.memory_ids.push(memory_id),
+            _ => sides.push((side, ConflictSide { label, memory_ids: vec![memory_id] })),
+        }
+    }
+    Ok(sides.into_iter().map(|(_, side)| side).collect())
+}
+
+/// What recording a found conflict does: nothing, grow the open conflict of its subject and
+/// repository by its new memories, or open a new one.
+enum Plan {
+    Skip,
+    Grow { open: ConflictRecord, new: Vec<(String, String)> },
+    Open,
+}
+
+fn plan(connection: &Connection, found: &ConflictRecord) -> Result<Plan> {
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT m.memory_id FROM conflict_members m \
+             JOIN conflict_sets s ON s.id = m.conflict_id WHERE s.subject = ?1 AND s.repo IS ?2",
+        )
+        .map_err(sql)?;
+    let known: HashSet<String> = statement
+        .query_map(params![found.subject, found.repo], |row| row.get(0))
+        .map_err(sql)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(sql)?;
+    let new: Vec<(String, String)> = found
+        .sides
+        .iter()
+        .flat_map(|side| side.memory_ids.iter().map(|id| (id.clone(), side.label.clone())))
+        .filter(|(id, _)| !known.contains(id))
+        .collect();
+    if new.is_empty() {
+        return Ok(Plan::Skip);
+    }
+    let open = select(
+        connection,
+        "subject = ?1 AND repo IS ?2 AND status = 'open'",
+        params![found.subject, found.repo],
+    )?;
+    Ok(match open.into_iter().next() {
+        Some(open) => Plan::Grow { open, new },
+        None => Plan::Open,
     })
+}
+
+fn add_member(
+    tx: &rusqlite::Transaction<'_>,
+    conflict_id: &str,
+    memory_id: &str,
+    side: usize,
+    label: &str,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO conflict_members (conflict_id, memory_id, side, label) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT DO NOTHING",
+    )
+    .map_err(sql)?
+    .execute(params![conflict_id, memory_id, side as i64, label])
+    .map_err(sql)?;
+    Ok(())
+}
+
+/// Moves a memory of a conflict to `review` unless it is archived or there already.
+fn to_review(
+    tx: &rusqlite::Transaction<'_>,
+    memory_id: &str,
+    at: Timestamp,
+    audit: &Audit<'_>,
+) -> Result<()> {
+    let waiting: Option<bool> = tx
+        .prepare_cached(
+            "SELECT archived_at IS NULL AND status != 'review' FROM memories WHERE id = ?1",
+        )
+        .map_err(sql)?
+        .query_row([memory_id], |row| row.get(0))
+        .optional()
+        .map_err(sql)?;
+    if waiting == Some(true) {
+        let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
+        update_memory_row(tx, memory_id, &change, at, audit)?;
+    }
+    Ok(())
 }
 
 #[async_trait]
 impl ConflictStore for SqliteStore {
-    async fn insert_conflicts(&self, conflicts: &[ConflictRecord]) -> Result<Vec<ConflictRecord>> {
-        let conflicts = conflicts.to_vec();
+    async fn record_conflicts(
+        &self,
+        found: &[ConflictRecord],
+        actor: &str,
+        dry_run: bool,
+    ) -> Result<Vec<ConflictRecord>> {
+        let found = found.to_vec();
+        if dry_run {
+            return self
+                .read(move |connection| {
+                    let mut recorded = Vec::new();
+                    for conflict in found {
+                        match plan(connection, &conflict)? {
+                            Plan::Skip => {}
+                            Plan::Open => recorded.push(conflict),
+                            Plan::Grow { mut open, new } => {
+                                grow_sides(&mut open.sides, &new);
+                                open.reason = conflict.reason;
+                                recorded.push(open);
+                            }
+                        }
+                    }
+                    Ok(recorded)
+                })
+                .await;
+        }
+        let actor = actor.to_owned();
         self.write(move |tx| {
-            let mut insert = tx
-                .prepare_cached(&format!(
-                    "INSERT INTO conflicts ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                     ON CONFLICT (first_id, second_id) DO NOTHING"
-                ))
-                .map_err(sql)?;
-            let mut stored = Vec::new();
-            for conflict in conflicts {
-                let inserted = insert
-                    .execute(params![
-                        conflict.id,
-                        conflict.first_id,
-                        conflict.second_id,
-                        conflict.subject,
-                        conflict.reason,
-                        conflict.status,
-                        conflict.detected_at.as_millis(),
-                        conflict.resolution,
-                        conflict.resolved_at.map(Timestamp::as_millis),
-                    ])
-                    .map_err(sql)?;
-                if inserted == 1 {
-                    stored.push(conflict);
+            let audit = Audit { actor: &actor, action: "review" };
+            let mut recorded = Vec::new();
+            for conflict in found {
+                let at = conflict.detected_at;
+                let (id, members) = match plan(tx, &conflict)? {
+                    Plan::Skip => continue,
+                    Plan::Open => {
+                        tx.prepare_cached(&format!(
+                            "INSERT INTO conflict_sets ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, NULL)"
+                        ))
+                        .map_err(sql)?
+                        .execute(params![
+                            conflict.id,
+                            conflict.subject,
+                            conflict.repo,
+                            conflict.reason,
+                            at.as_millis()
+                        ])
+                        .map_err(sql)?;
+                        let members: Vec<(String, String)> = conflict
+                            .sides
+                            .iter()
+                            .flat_map(|side| {
+                                side.memory_ids.iter().map(|id| (id.clone(), side.label.clone()))
+                            })
+                            .collect();
+                        (conflict.id.clone(), members)
+                    }
+                    Plan::Grow { open, new } => {
+                        tx.prepare_cached("UPDATE conflict_sets SET reason = ?2 WHERE id = ?1")
+                            .map_err(sql)?
+                            .execute(params![open.id, conflict.reason])
+                            .map_err(sql)?;
+                        (open.id, new)
+                    }
+                };
+                let mut labels: Vec<String> = sides(tx, &id)?.into_iter().map(|s| s.label).collect();
+                for (memory_id, label) in &members {
+                    let side = match labels.iter().position(|known| known == label) {
+                        Some(side) => side,
+                        None => {
+                            labels.push(label.clone());
+                            labels.len() - 1
+                        }
+                    };
+                    add_member(tx, &id, memory_id, side, label)?;
+                    to_review(tx, memory_id, at, &audit)?;
                 }
+                recorded.extend(select(tx, "id = ?1", [&id])?);
             }
-            Ok(stored)
+            Ok(recorded)
         })
         .await
     }
 
-    async fn conflict_exists(&self, first_id: &str, second_id: &str) -> Result<bool> {
-        let (first_id, second_id) = (first_id.to_owned(), second_id.to_owned());
-        self.read(move |connection| {
-            let found: Option<i64> = connection
-                .prepare_cached("SELECT 1 FROM conflicts WHERE first_id = ?1 AND second_id = ?2")
-                .map_err(sql)?
-                .query_row([first_id, second_id], |row| row.get(0))
-                .optional()
-                .map_err(sql)?;
-            Ok(found.is_some())
-        })
-        .await
-    }
-
-    async fn list_conflicts(&self, status: Option<&str>) -> Result<Vec<ConflictRecord>> {
-        let status = status.map(str::to_owned);
-        self.read(move |connection| {
-            let mut statement = connection
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM conflicts WHERE ?1 IS NULL OR status = ?1 ORDER BY rowid DESC"
-                ))
-                .map_err(sql)?;
-            let rows = statement.query_map([status], from_row).map_err(sql)?;
-            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
-        })
-        .await
+    async fn list_conflicts(&self, status: Option<ConflictStatus>) -> Result<Vec<ConflictRecord>> {
+        let status = status.map(ConflictStatus::as_str);
+        self.read(move |connection| select(connection, "?1 IS NULL OR status = ?1", [status])).await
     }
 
     async fn get_conflict(&self, id: &str) -> Result<Option<ConflictRecord>> {
         let id = id.to_owned();
-        self.read(move |connection| {
-            connection
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM conflicts WHERE id = ?1"))
+        self.read(move |connection| Ok(select(connection, "id = ?1", [id])?.into_iter().next()))
+            .await
+    }
+
+    async fn settle_conflict(
+        &self,
+        id: &str,
+        settlement: &Settlement,
+        audit: &Audit<'_>,
+    ) -> Result<bool> {
+        let (id, settlement) = (id.to_owned(), settlement.clone());
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
+        self.write_counted(move |tx| {
+            let closed = tx
+                .prepare_cached(
+                    "UPDATE conflict_sets SET status = 'resolved', resolution = ?2, resolved_at = ?3 \
+                     WHERE id = ?1 AND status = 'open'",
+                )
                 .map_err(sql)?
-                .query_row([id], from_row)
-                .optional()
-                .map_err(sql)
+                .execute(params![id, settlement.resolution, settlement.at.as_millis()])
+                .map_err(sql)?;
+            if closed == 0 {
+                return Ok((false, 0));
+            }
+            let mut live = 0;
+            if let Some(memory) = &settlement.insert {
+                insert_memory_row(tx, memory, &Audit { actor: &actor, action: "create" })?;
+                live += i64::from(memory.archived_at.is_none());
+            }
+            let audit = Audit { actor: &actor, action: &action };
+            for (memory_id, change) in &settlement.changes {
+                if let Some((before, after)) =
+                    update_memory_row(tx, memory_id, change, settlement.at, &audit)?
+                {
+                    live += live_change(&before, &after);
+                }
+            }
+            Ok((true, live))
         })
         .await
     }
+}
 
-    async fn resolve_conflict(&self, id: &str, resolution: &str, at: Timestamp) -> Result<bool> {
-        let (id, resolution) = (id.to_owned(), resolution.to_owned());
-        self.write(move |tx| {
-            let changed = tx
-                .execute(
-                    "UPDATE conflicts SET status = 'resolved', resolution = ?2, resolved_at = ?3 \
-                     WHERE id = ?1 AND status = 'open'",
-                    params![id, resolution, at.as_millis()],
-                )
-                .map_err(sql)?;
-            Ok(changed == 1)
-        })
-        .await
+/// Adds `new` memories (id, label) to `sides`, on the side of their label or a new one.
+fn grow_sides(sides: &mut Vec<ConflictSide>, new: &[(String, String)]) {
+    for (memory_id, label) in new {
+        match sides.iter_mut().find(|side| side.label == *label) {
+            Some(side) => side.memory_ids.push(memory_id.clone()),
+            None => sides
+                .push(ConflictSide { label: label.clone(), memory_ids: vec![memory_id.clone()] }),
+        }
     }
 }

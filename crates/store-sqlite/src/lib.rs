@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, AuditFilter, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result, StoreError,
-    TextMatch,
+    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result,
+    StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use r2d2::Pool;
@@ -257,6 +257,9 @@ pub(crate) fn update_memory_row(
     audit: &Audit<'_>,
 ) -> Result<Option<(Memory, Memory)>> {
     let Some(before) = read_memory(tx, id)? else { return Ok(None) };
+    // Every change moves `updatedAt` forward, even two in one millisecond, so it identifies
+    // the version a reader saw (guarded changes and the embedding worker rely on it).
+    let updated_at = updated_at.max(Timestamp::from_millis(before.updated_at.as_millis() + 1));
     tx.prepare_cached(
         "UPDATE memories SET content = coalesce(?2, content), scope = coalesce(?3, scope), \
          status = coalesce(?4, status), tags = coalesce(?5, tags), \
@@ -432,6 +435,41 @@ impl MemoryStore for SqliteStore {
     ) -> Result<(Vec<AuditEntry>, u64)> {
         let filter = filter.clone();
         self.read(move |connection| audit::list(connection, &filter, limit, offset)).await
+    }
+
+    async fn apply_guarded(
+        &self,
+        groups: &[Vec<GuardedChange>],
+        at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Vec<bool>> {
+        let groups = groups.to_vec();
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
+        self.write_counted(move |tx| {
+            let audit = Audit { actor: &actor, action: &action };
+            let mut applied = Vec::with_capacity(groups.len());
+            let mut live = 0;
+            for group in &groups {
+                let mut expected = true;
+                for guarded in group {
+                    let memory = read_memory(tx, &guarded.id)?;
+                    expected &=
+                        memory.is_some_and(|memory| Version::of(&memory) == guarded.expected);
+                }
+                if expected {
+                    for guarded in group {
+                        if let Some((before, after)) =
+                            update_memory_row(tx, &guarded.id, &guarded.change, at, &audit)?
+                        {
+                            live += live_change(&before, &after);
+                        }
+                    }
+                }
+                applied.push(expected);
+            }
+            Ok((applied, live))
+        })
+        .await
     }
 
     async fn update_memory(
@@ -686,7 +724,9 @@ impl MemoryStore for SqliteStore {
                     "DELETE FROM memories WHERE id = ?1",
                     "DELETE FROM task_recalls WHERE memory_id = ?1",
                     "DELETE FROM connector_items WHERE memory_id = ?1",
-                    "DELETE FROM conflicts WHERE first_id = ?1 OR second_id = ?1",
+                    // A conflict's reason quotes its memories: it goes with any of them.
+                    "DELETE FROM conflict_sets WHERE id IN \
+                     (SELECT conflict_id FROM conflict_members WHERE memory_id = ?1)",
                     "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
                 ] {
                     tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;

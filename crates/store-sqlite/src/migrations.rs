@@ -220,6 +220,37 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX memories_repo_rules ON memories (repo, created_at DESC)
         WHERE scope = 'repo' AND status = 'active' AND archived_at IS NULL;
     "#,
+    // 8: a conflict is a subject in a repository with its memories on two sides or more,
+    // instead of one row per pair of memories. Pairs recorded before become conflicts of two.
+    r#"
+    CREATE TABLE conflict_sets (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        subject TEXT NOT NULL,
+        repo TEXT,
+        reason TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('open', 'resolved')),
+        detected_at INTEGER NOT NULL,
+        resolution TEXT,
+        resolved_at INTEGER
+    );
+    CREATE INDEX conflict_sets_by_subject ON conflict_sets (subject, repo, status);
+    CREATE TABLE conflict_members (
+        conflict_id TEXT NOT NULL REFERENCES conflict_sets (id) ON DELETE CASCADE,
+        memory_id TEXT NOT NULL,
+        side INTEGER NOT NULL,
+        label TEXT NOT NULL,
+        PRIMARY KEY (conflict_id, memory_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX conflict_members_by_memory ON conflict_members (memory_id);
+    INSERT INTO conflict_sets (id, subject, repo, reason, status, detected_at, resolution, resolved_at)
+        SELECT c.id, c.subject, m.repo, c.reason, c.status, c.detected_at, c.resolution, c.resolved_at
+        FROM conflicts c LEFT JOIN memories m ON m.id = c.first_id ORDER BY c.rowid;
+    INSERT INTO conflict_members (conflict_id, memory_id, side, label)
+        SELECT id, first_id, 0, 'one side' FROM conflicts
+        UNION ALL SELECT id, second_id, 1, 'the other side' FROM conflicts;
+    DROP TABLE conflicts;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

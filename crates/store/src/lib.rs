@@ -13,8 +13,8 @@ pub use conversations::*;
 
 use async_trait::async_trait;
 use cairn_types::{
-    ApiKey, AuditEntry, ConversationTokenRecord, JsonObject, Memory, Outcome, PatchEvidence, Scope,
-    Status, Timestamp,
+    ApiKey, AuditEntry, ConflictSide, ConflictStatus, ConversationTokenRecord, JsonObject, Memory,
+    Outcome, PatchEvidence, Scope, Status, Timestamp,
 };
 
 /// What storage can fail with. Callers above only distinguish "the backend failed".
@@ -53,6 +53,29 @@ pub struct MemoryChange {
     pub metadata: Option<JsonObject>,
     /// `Some(Some(t))` archives at `t`, `Some(None)` restores.
     pub archived_at: Option<Option<Timestamp>>,
+}
+
+/// A memory's version as a reader saw it: a guarded change applies only while it is the same.
+/// Every change moves `updatedAt`; a recall moves `lastRecalledAt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    pub updated_at: Timestamp,
+    pub last_recalled_at: Option<Timestamp>,
+}
+
+impl Version {
+    pub fn of(memory: &Memory) -> Version {
+        Version { updated_at: memory.updated_at, last_recalled_at: memory.last_recalled_at }
+    }
+}
+
+/// A change to one memory, applied only when the memory is as expected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardedChange {
+    pub id: String,
+    pub change: MemoryChange,
+    /// The memory as it was read.
+    pub expected: Version,
 }
 
 /// Who makes a change, and what to call it in the audit log.
@@ -95,6 +118,16 @@ pub trait MemoryStore: Send + Sync {
     /// Applies `change`, sets `updatedAt` and logs `action` by `actor` in the audit log, in
     /// one transaction; returns the memory as it is after, or `None` when there is no such
     /// memory.
+    /// Applies groups of guarded changes in one transaction, each group whole or not at
+    /// all: a group with a memory that is missing or changed since it was read is skipped. Returns,
+    /// group by group, whether it applied.
+    async fn apply_guarded(
+        &self,
+        groups: &[Vec<GuardedChange>],
+        at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Vec<bool>>;
+
     async fn update_memory(
         &self,
         id: &str,
@@ -229,34 +262,66 @@ pub trait KeyStore: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConflictRecord {
     pub id: String,
-    /// The pair, ordered so that `first_id < second_id`.
-    pub first_id: String,
-    pub second_id: String,
     pub subject: String,
+    pub repo: Option<String>,
+    /// Two sides or more, each with its memories in id order.
+    pub sides: Vec<ConflictSide>,
     pub reason: String,
-    /// `open` or `resolved`.
-    pub status: String,
+    pub status: ConflictStatus,
     pub detected_at: Timestamp,
     pub resolution: Option<String>,
     pub resolved_at: Option<Timestamp>,
 }
 
+impl ConflictRecord {
+    /// Every memory of the conflict, side after side.
+    pub fn memory_ids(&self) -> impl Iterator<Item = &String> {
+        self.sides.iter().flat_map(|side| &side.memory_ids)
+    }
+}
+
+/// How an open conflict is settled, applied in one transaction with its closing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// Recorded as the conflict's `resolution`.
+    pub resolution: String,
+    /// A memory created by the settlement (a merge), with its `create` audit entry.
+    pub insert: Option<Memory>,
+    /// Changes to the conflict's memories (a memory no longer there is skipped).
+    pub changes: Vec<(String, MemoryChange)>,
+    pub at: Timestamp,
+}
+
 /// Storage for detected conflicts.
 #[async_trait]
 pub trait ConflictStore: Send + Sync {
-    /// Stores conflicts, skipping pairs recorded before (open or resolved); returns those stored.
-    async fn insert_conflicts(&self, conflicts: &[ConflictRecord]) -> Result<Vec<ConflictRecord>>;
-
-    /// Whether this pair (ordered) was recorded before.
-    async fn conflict_exists(&self, first_id: &str, second_id: &str) -> Result<bool>;
+    /// Records conflicts a dream cycle found, in one transaction, and moves their new
+    /// memories that are not archived to `review`. A conflict whose memories were all in a
+    /// conflict of the same subject and repository before (open or resolved) is skipped; one
+    /// with new memories joins the open conflict of its subject and repository, or opens one.
+    /// Returns the conflicts stored or grown, as they now are. `dry_run` changes nothing and
+    /// returns what would be.
+    async fn record_conflicts(
+        &self,
+        found: &[ConflictRecord],
+        actor: &str,
+        dry_run: bool,
+    ) -> Result<Vec<ConflictRecord>>;
 
     /// Conflicts with this status (all when `None`), newest first.
-    async fn list_conflicts(&self, status: Option<&str>) -> Result<Vec<ConflictRecord>>;
+    async fn list_conflicts(&self, status: Option<ConflictStatus>) -> Result<Vec<ConflictRecord>>;
 
     async fn get_conflict(&self, id: &str) -> Result<Option<ConflictRecord>>;
 
-    /// Marks an open conflict resolved; false when it is not open.
-    async fn resolve_conflict(&self, id: &str, resolution: &str, at: Timestamp) -> Result<bool>;
+    /// Settles an open conflict: its memories change, the merged memory (if any) is created,
+    /// and the conflict is marked resolved, all or nothing. False, with nothing changed, when
+    /// the conflict is not open.
+    async fn settle_conflict(
+        &self,
+        id: &str,
+        settlement: &Settlement,
+        audit: &Audit<'_>,
+    ) -> Result<bool>;
 }
 
 /// A memory waiting for its vector (it has none for the model, or its text changed since).

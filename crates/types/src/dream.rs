@@ -50,24 +50,73 @@ pub struct MergeGroup {
     pub merged_ids: Vec<String>,
 }
 
-/// Two memories that contradict each other.
+/// Memories that contradict each other about one subject in one repository, grouped by the
+/// position they take: one conflict however many memories say each thing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Conflict {
     /// `cfl_` followed by a lower-case ULID.
     pub id: String,
-    pub memory_ids: Vec<String>,
-    /// Both memories as they are now (a memory that no longer exists is left out).
-    pub memories: Vec<Memory>,
-    /// What both speak of, e.g. `package manager`.
+    /// What they speak of, e.g. `package manager`.
     pub subject: String,
+    /// The repository the conflict is in; null when none of its memories has one.
+    pub repo: Option<String>,
+    /// Each position and the memories taking it, e.g. `pnpm` and `npm`, or `yarn` and
+    /// `not yarn`; two or more.
+    pub sides: Vec<ConflictSide>,
+    /// Every memory of the conflict, side after side.
+    pub memory_ids: Vec<String>,
+    /// Those memories as they are now (a memory that no longer exists is left out).
+    pub memories: Vec<Memory>,
+    /// One sentence a person reads, e.g. "package manager in `shop`: pnpm (700 memories)
+    /// against npm (700 memories)", or, for two memories, both quoted.
     pub reason: String,
-    /// `open` or `resolved`.
-    pub status: String,
+    pub status: ConflictStatus,
     pub detected_at: Timestamp,
     /// How it was settled: `keep <id>`, `keepBoth` or `merge <new id>`.
     pub resolution: Option<String>,
     pub resolved_at: Option<Timestamp>,
+}
+
+/// One position in a conflict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConflictSide {
+    /// What the side holds, e.g. `pnpm` or `not yarn`.
+    pub label: String,
+    pub memory_ids: Vec<String>,
+}
+
+/// Whether a conflict awaits a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ConflictStatus {
+    Open,
+    Resolved,
+}
+
+impl ConflictStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictStatus::Open => "open",
+            ConflictStatus::Resolved => "resolved",
+        }
+    }
+
+    /// `open` or `resolved`; `None` for anything else.
+    pub fn parse(text: &str) -> Option<ConflictStatus> {
+        match text {
+            "open" => Some(ConflictStatus::Open),
+            "resolved" => Some(ConflictStatus::Resolved),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ConflictStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The query of `GET /api/conflicts`.
@@ -90,11 +139,13 @@ pub struct ConflictList {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ResolutionAction {
-    /// Keep `memoryId` (it becomes active); archive the other.
+    /// Keep `memoryId` and the memories on its side (they become active); archive the
+    /// others.
     Keep,
-    /// Both are right (in their contexts): both become active.
+    /// Every side is right (in its context): all the memories become active.
     KeepBoth,
-    /// Replace both with one new memory of `content` (default: both texts joined).
+    /// Replace them all with one new memory of `content` (for a conflict of two memories,
+    /// the default is both texts joined; with more, `content` is required).
     Merge,
 }
 
@@ -103,7 +154,7 @@ pub enum ResolutionAction {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConflictResolution {
     pub action: ResolutionAction,
-    /// With `keep`: which of the two memories to keep.
+    /// With `keep`: a memory of the side to keep.
     #[serde(default)]
     pub memory_id: Option<String>,
     /// With `merge`: the text of the merged memory.

@@ -27,7 +27,7 @@ pub use connector::{
 };
 pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
 pub use dream::{
-    Conflict, ConflictList, ConflictQuery, ConflictResolution, DreamReport, DreamRequest,
+    Conflict, ConflictList, ConflictQuery, ConflictResolution, ConflictSide, ConflictStatus, DreamReport, DreamRequest,
     MergeGroup, ResolutionAction,
 };
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};

@@ -8,13 +8,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use cairn_types::{
-    ApiKey, Connector, ConnectorKind, IdPrefix, JsonObject, Memory, Outcome, PatchEvidence, Role,
-    Scope, Status, SyncReport, Timestamp, new_id,
+    ApiKey, ConflictSide, ConflictStatus, Connector, ConnectorKind, IdPrefix, JsonObject, Memory,
+    Outcome, PatchEvidence, Role, Scope, Status, SyncReport, Timestamp, new_id,
 };
 
 use crate::{
-    Audit, AuditFilter, ConflictRecord, ConnectorItem, ItemUpdate, MemoryChange, MemoryFilter,
-    NewEvent, PendingEmbedding, Store, SyncBatch,
+    Audit, AuditFilter, ConflictRecord, ConnectorItem, GuardedChange, ItemUpdate, MemoryChange,
+    MemoryFilter, NewEvent, PendingEmbedding, Settlement, Store, SyncBatch, Version,
 };
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
@@ -39,6 +39,7 @@ where
     outcomes_and_evidence_are_found_by_task(open_store().await).await;
     connectors_keep_their_items_in_step(open_store().await).await;
     conflicts_are_recorded_once_and_resolved_once(open_store().await).await;
+    guarded_changes_apply_whole_or_not_at_all(open_store().await).await;
     vectors_follow_their_memories_versions(open_store().await).await;
     erased_memories_leave_no_content_behind(open_store().await).await;
     conversation_tokens_open_until_expired_or_revoked(open_store().await).await;
@@ -656,43 +657,143 @@ async fn connectors_keep_their_items_in_step(store: Arc<dyn Store>) {
 }
 
 async fn conflicts_are_recorded_once_and_resolved_once(store: Arc<dyn Store>) {
-    let record = |id: &str, first: &str, second: &str| ConflictRecord {
-        id: id.to_owned(),
-        first_id: first.to_owned(),
-        second_id: second.to_owned(),
-        subject: "package manager".to_owned(),
-        reason: "pnpm against npm".to_owned(),
-        status: "open".to_owned(),
-        detected_at: Timestamp::from_millis(1),
+    let memories: Vec<Memory> =
+        (0..5).map(|i| sample_memory(&format!("memory {i}"), Scope::Repo, i)).collect();
+    store.insert_memories(&memories, "tester").await.unwrap();
+    let id = |i: usize| memories[i].id.clone();
+    // A side's memories are in id order.
+    let side = |label: &str, ids: &[usize]| {
+        let mut memory_ids: Vec<String> = ids.iter().map(|&i| id(i)).collect();
+        memory_ids.sort();
+        ConflictSide { label: label.to_owned(), memory_ids }
+    };
+    let record = |conflict: &str, subject: &str, sides: Vec<ConflictSide>| ConflictRecord {
+        id: conflict.to_owned(),
+        subject: subject.to_owned(),
+        repo: Some("shop".to_owned()),
+        sides,
+        reason: format!("{subject} in `shop`"),
+        status: ConflictStatus::Open,
+        detected_at: Timestamp::from_millis(10),
         resolution: None,
         resolved_at: None,
     };
-    let stored = store
-        .insert_conflicts(&[record("cfl_1", "mem_a", "mem_b"), record("cfl_2", "mem_a", "mem_c")])
-        .await
-        .unwrap();
+    let found = [
+        record("cfl_1", "package manager", vec![side("pnpm", &[0]), side("npm", &[1])]),
+        record("cfl_2", "yarn", vec![side("yarn", &[2]), side("not yarn", &[3])]),
+    ];
+    let dry = store.record_conflicts(&found, "tester", true).await.unwrap();
+    assert_eq!(dry.len(), 2, "a dry run reports what would be recorded");
+    assert!(store.list_conflicts(None).await.unwrap().is_empty(), "a dry run records nothing");
+    assert_eq!(store.get_memory(&id(0)).await.unwrap().unwrap().status, Status::Active);
+
+    let stored = store.record_conflicts(&found, "tester", false).await.unwrap();
     assert_eq!(stored.len(), 2);
-    let again = store.insert_conflicts(&[record("cfl_3", "mem_a", "mem_b")]).await.unwrap();
-    assert!(again.is_empty(), "a pair is recorded once");
-    assert!(store.conflict_exists("mem_a", "mem_b").await.unwrap());
-    assert!(!store.conflict_exists("mem_b", "mem_c").await.unwrap());
-    let listed = store.list_conflicts(Some("open")).await.unwrap();
-    assert_eq!(
-        listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
-        ["cfl_2", "cfl_1"],
-        "newest first"
-    );
-    assert!(store.resolve_conflict("cfl_1", "keepBoth", Timestamp::from_millis(2)).await.unwrap());
-    assert!(!store.resolve_conflict("cfl_1", "keepBoth", Timestamp::from_millis(3)).await.unwrap());
+    assert_eq!(stored[0].sides, found[0].sides);
+    for i in 0..4 {
+        let memory = store.get_memory(&id(i)).await.unwrap().unwrap();
+        assert_eq!(memory.status, Status::Review, "the memories of a conflict await review");
+    }
+    let again = store.record_conflicts(&found[..1], "tester", false).await.unwrap();
+    assert!(again.is_empty(), "memories already in a conflict of the subject are not again");
+
+    // A new memory on a side joins the open conflict of its subject and repository.
+    let grown = record("cfl_3", "package manager", vec![side("pnpm", &[0]), side("npm", &[1, 4])]);
+    let grown = store.record_conflicts(&[grown], "tester", false).await.unwrap();
+    assert_eq!(grown.len(), 1);
+    assert_eq!(grown[0].id, "cfl_1");
+    assert_eq!(grown[0].sides, [side("pnpm", &[0]), side("npm", &[1, 4])]);
+    let listed = store.list_conflicts(Some(ConflictStatus::Open)).await.unwrap();
+    assert_eq!(listed.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["cfl_2", "cfl_1"]);
+
+    // Settling: the memories change and the conflict closes, together, once.
+    let merged = sample_memory("use pnpm", Scope::Repo, 20);
+    let archive =
+        MemoryChange { archived_at: Some(Some(Timestamp::from_millis(20))), ..Default::default() };
+    let settlement = Settlement {
+        resolution: format!("merge {}", merged.id),
+        insert: Some(merged.clone()),
+        changes: [0, 1, 4].iter().map(|&i| (id(i), archive.clone())).collect(),
+        at: Timestamp::from_millis(20),
+    };
+    let audit = Audit { actor: "tester", action: "resolve" };
+    // A settlement that fails part way (its new memory's id is taken) changes nothing.
+    let failing = Settlement { insert: Some(memories[3].clone()), ..settlement.clone() };
+    assert!(store.settle_conflict("cfl_1", &failing, &audit).await.is_err());
+    assert_eq!(store.get_conflict("cfl_1").await.unwrap().unwrap().status, ConflictStatus::Open);
+    assert_eq!(store.count_memories().await.unwrap(), 5, "no memory was archived");
+    assert!(store.settle_conflict("cfl_1", &settlement, &audit).await.unwrap());
+    assert_eq!(store.count_memories().await.unwrap(), 3, "three archived, one created");
+    assert!(store.get_memory(&merged.id).await.unwrap().is_some());
+    let other = Settlement { insert: Some(sample_memory("again", Scope::Repo, 21)), ..settlement };
+    assert!(!store.settle_conflict("cfl_1", &other, &audit).await.unwrap());
+    assert_eq!(store.count_memories().await.unwrap(), 3, "a settled conflict changes nothing");
     let resolved = store.get_conflict("cfl_1").await.unwrap().unwrap();
-    assert_eq!(
-        (resolved.status.as_str(), resolved.resolution.as_deref()),
-        ("resolved", Some("keepBoth"))
-    );
-    assert_eq!(resolved.resolved_at, Some(Timestamp::from_millis(2)));
-    assert_eq!(store.list_conflicts(Some("open")).await.unwrap().len(), 1);
+    assert_eq!(resolved.status, ConflictStatus::Resolved);
+    assert_eq!(resolved.resolution, Some(format!("merge {}", merged.id)));
+    assert_eq!(resolved.resolved_at, Some(Timestamp::from_millis(20)));
+    assert_eq!(store.list_conflicts(Some(ConflictStatus::Open)).await.unwrap().len(), 1);
     assert_eq!(store.list_conflicts(None).await.unwrap().len(), 2);
     assert_eq!(store.get_conflict("cfl_nope").await.unwrap(), None);
+
+    // A conflict quotes its memories: erasing one of them erases it.
+    let erasure = Audit { actor: "tester", action: "erase" };
+    store.erase_memories(&[id(2)], Timestamp::from_millis(30), &erasure).await.unwrap();
+    assert_eq!(store.get_conflict("cfl_2").await.unwrap(), None);
+    assert_eq!(store.list_conflicts(None).await.unwrap().len(), 1);
+}
+
+async fn guarded_changes_apply_whole_or_not_at_all(store: Arc<dyn Store>) {
+    let memories: Vec<Memory> =
+        (0..3).map(|i| sample_memory(&format!("memory {i}"), Scope::User, i)).collect();
+    store.insert_memories(&memories, "tester").await.unwrap();
+    // Someone edits memory 1 after the reader saw it.
+    let edit = MemoryChange { tags: Some(vec!["edited".to_owned()]), ..Default::default() };
+    store.update_memory(&memories[1].id, &edit, memories[1].updated_at, &TEST_AUDIT).await.unwrap();
+    let tag = |i: usize| GuardedChange {
+        id: memories[i].id.clone(),
+        change: MemoryChange { tags: Some(vec!["merged".to_owned()]), ..Default::default() },
+        expected: Version::of(&memories[i]),
+    };
+    let stale = |i: usize| GuardedChange {
+        id: memories[i].id.clone(),
+        change: MemoryChange { status: Some(Status::Stale), ..Default::default() },
+        expected: Version::of(&memories[i]),
+    };
+    let applied = store
+        .apply_guarded(
+            &[vec![tag(0), tag(1)], vec![tag(2)], vec![stale(0)], vec![stale(2)]],
+            Timestamp::from_millis(50),
+            &TEST_AUDIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, [false, true, true, false]);
+    let read = |i: usize| {
+        let store = store.clone();
+        let id = memories[i].id.clone();
+        async move { store.get_memory(&id).await.unwrap().unwrap() }
+    };
+    assert_eq!(
+        read(0).await.tags,
+        memories[0].tags,
+        "a group with a changed memory changes nothing"
+    );
+    assert_eq!(read(1).await.tags, ["edited"], "the edit is kept");
+    assert_eq!(read(2).await.tags, ["merged"]);
+    assert_eq!(read(0).await.status, Status::Stale, "an untouched active memory goes stale");
+    assert_eq!(read(2).await.status, Status::Active, "a memory changed since is not stale");
+    let seen = read(2).await;
+    store
+        .record_recall(&[memories[2].id.clone()], "task", Timestamp::from_millis(150))
+        .await
+        .unwrap();
+    let stale_as_seen = GuardedChange { expected: Version::of(&seen), ..stale(2) };
+    let recalled = store
+        .apply_guarded(&[vec![stale_as_seen]], Timestamp::from_millis(160), &TEST_AUDIT)
+        .await
+        .unwrap();
+    assert_eq!(recalled, [false], "a memory recalled since it was read is left alone");
 }
 
 async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
