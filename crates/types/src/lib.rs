@@ -27,8 +27,8 @@ pub use connector::{
 };
 pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
 pub use dream::{
-    Conflict, ConflictList, ConflictQuery, ConflictResolution, ConflictSide, ConflictStatus, DreamReport, DreamRequest,
-    MergeGroup, ResolutionAction,
+    Conflict, ConflictList, ConflictQuery, ConflictResolution, ConflictSide, ConflictStatus,
+    DreamReport, DreamRequest, MergeGroup, ResolutionAction,
 };
 pub use error::{ErrorBody, ErrorCode, ErrorEnvelope};
 pub use governance::{
