@@ -147,6 +147,20 @@ async fn bearer_tokens_are_verified() {
     assert!(forged.assert_error(401, "UNAUTHORIZED").contains("not signed with this daemon's key"));
     let no_role = bearer(token(secret, json!({"sub": "x", "exp": now() + 600})));
     post_memory(&daemon, &[("authorization", &no_role)]).await.assert_error(401, "UNAUTHORIZED");
+    let not_yet = bearer(token(
+        secret,
+        json!({"sub": "x", "role": "admin", "exp": now() + 7200, "nbf": now() + 3600}),
+    ));
+    let message = post_memory(&daemon, &[("authorization", &not_yet)])
+        .await
+        .assert_error(401, "UNAUTHORIZED")
+        .to_owned();
+    assert!(message.contains("not valid yet"), "`nbf` is always enforced: {message}");
+    let started = bearer(token(
+        secret,
+        json!({"sub": "x", "role": "write", "exp": now() + 600, "nbf": now() - 10}),
+    ));
+    assert_eq!(post_memory(&daemon, &[("authorization", &started)]).await.status, 201);
     let no_exp = bearer(token(secret, json!({"sub": "x", "role": "admin"})));
     post_memory(&daemon, &[("authorization", &no_exp)]).await.assert_error(401, "UNAUTHORIZED");
     let garbled = post_memory(&daemon, &[("authorization", "Bearer not.a.jwt")]).await;
@@ -156,11 +170,10 @@ async fn bearer_tokens_are_verified() {
         .assert_error(401, "UNAUTHORIZED");
 }
 
-#[tokio::test]
-async fn rs256_tokens_are_verified_with_the_public_key() {
-    let directory = tempfile::tempdir().unwrap();
-    let private = directory.path().join("private.pem");
-    let public = directory.path().join("public.pem");
+/// An RSA key pair made with openssl: (private PEM path, public PEM path).
+fn rsa_key_pair(directory: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let private = directory.join("private.pem");
+    let public = directory.join("public.pem");
     let openssl = |args: &[&str]| {
         let status =
             std::process::Command::new("openssl").args(args).status().expect("openssl runs");
@@ -184,25 +197,101 @@ async fn rs256_tokens_are_verified_with_the_public_key() {
         "-out",
         public.to_str().unwrap(),
     ]);
+    (private, public)
+}
+
+fn rs256_token(private: &std::path::Path, claims: &serde_json::Value) -> String {
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&std::fs::read(private).unwrap()).unwrap();
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256), claims, &key)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rs256_tokens_are_verified_with_the_public_key() {
+    let directory = tempfile::tempdir().unwrap();
+    let (private, public) = rsa_key_pair(directory.path());
     let daemon = Daemon::start_in_with(
         directory.path(),
-        &["--profile", "production", "--jwt-public-key", public.to_str().unwrap()],
+        &["--jwt-public-key", public.to_str().unwrap()],
         &[],
     );
-    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&std::fs::read(&private).unwrap()).unwrap();
     let claims = json!({"sub": "deployer", "role": "admin", "exp": now() + 600});
-    let signed = jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
-        &claims,
-        &key,
-    )
-    .unwrap();
+    let signed = rs256_token(&private, &claims);
     let reply = post_memory(&daemon, &[("authorization", &format!("Bearer {signed}"))]).await;
     assert_eq!(reply.status, 201);
     let hs = token("whatever-secret-whatever-secret-whatever", claims);
     post_memory(&daemon, &[("authorization", &format!("Bearer {hs}"))])
         .await
         .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn tokens_the_identity_provider_minted_for_another_service_are_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let (private, public) = rsa_key_pair(directory.path());
+    let public = public.to_str().unwrap();
+
+    // A shared identity provider's key alone is not enough in production.
+    for missing in [&["--jwt-audience", "cairn"][..], &["--jwt-issuer", "https://id.example"]] {
+        let mut args = vec!["--port", "0", "--profile", "production", "--jwt-public-key", public];
+        args.extend_from_slice(missing);
+        let output = run_cairn(directory.path(), "serve", &args, &[]);
+        assert!(!output.status.success(), "{missing:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("SERVICE_JWT_AUDIENCE and SERVICE_JWT_ISSUER"),
+            "the message names what to set: {stderr}"
+        );
+    }
+    let no_key =
+        run_cairn(directory.path(), "serve", &["--port", "0", "--jwt-audience", "cairn"], &[]);
+    assert!(!no_key.status.success());
+    assert!(String::from_utf8_lossy(&no_key.stderr).contains("no JWT key"));
+
+    let daemon = Daemon::start_in_with(
+        directory.path(),
+        &["--profile", "production", "--jwt-public-key", public],
+        &[
+            ("SERVICE_JWT_AUDIENCE", "cairn,cairn-staging"),
+            ("SERVICE_JWT_ISSUER", "https://id.example"),
+        ],
+    );
+    let daemon = &daemon;
+    let send = |claims: serde_json::Value| {
+        let bearer = format!("Bearer {}", rs256_token(&private, &claims));
+        async move { post_memory(daemon, &[("authorization", &bearer)]).await }
+    };
+    let base = json!({"sub": "deployer", "role": "admin", "exp": now() + 600, "iss": "https://id.example"});
+    let with = |extra: serde_json::Value| {
+        let mut claims = base.clone();
+        claims.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        claims
+    };
+
+    assert_eq!(send(with(json!({"aud": "cairn"}))).await.status, 201);
+    assert_eq!(
+        send(with(json!({"aud": ["billing", "cairn-staging"]}))).await.status,
+        201,
+        "an audience list that names this service"
+    );
+    let other = send(with(json!({"aud": "billing"}))).await;
+    let message = other.assert_error(401, "UNAUTHORIZED");
+    assert!(message.contains("issued for another service"), "{message}");
+    let no_audience = send(base.clone()).await;
+    assert!(no_audience.assert_error(401, "UNAUTHORIZED").contains("no `aud` claim"));
+    let foreign = send(with(json!({"aud": "cairn", "iss": "https://evil.example"}))).await;
+    assert!(foreign.assert_error(401, "UNAUTHORIZED").contains("issuer"), "{foreign:?}");
+    let mut no_issuer = with(json!({"aud": "cairn"}));
+    no_issuer.as_object_mut().unwrap().remove("iss");
+    assert!(send(no_issuer).await.assert_error(401, "UNAUTHORIZED").contains("no `iss` claim"));
+    let early = send(with(json!({"aud": "cairn", "nbf": now() + 3600}))).await;
+    assert!(early.assert_error(401, "UNAUTHORIZED").contains("not valid yet"));
+
+    let admin_key = crate::util::create_key(directory.path(), "admin");
+    let count = daemon
+        .request_with(Method::GET, "/api/health", Body::None, &[("x-api-key", &admin_key)])
+        .await;
+    assert_eq!(count.body["memoryCount"], 2, "refused tokens changed nothing");
 }
 
 #[tokio::test]

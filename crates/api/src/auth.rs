@@ -49,11 +49,42 @@ impl JwtVerifier {
     }
 
     fn new(key: DecodingKey, algorithm: Algorithm) -> JwtVerifier {
-        // `exp` is required and enforced (with jsonwebtoken's default 60 s of leeway).
+        // `exp` is required and enforced, and `nbf` enforced when present, both with
+        // jsonwebtoken's default 60 s of leeway. `aud` and `iss` are checked once configured.
         let mut validation = Validation::new(algorithm);
         validation.set_required_spec_claims(&["exp"]);
+        validation.validate_nbf = true;
         validation.validate_aud = false;
         JwtVerifier { key, validation }
+    }
+
+    /// Accepts only tokens whose `aud` claim names one of `audiences`; a token without
+    /// `aud` is refused. Without this, `aud` is not checked.
+    pub fn audiences(mut self, audiences: &[String]) -> JwtVerifier {
+        if audiences.is_empty() {
+            return self;
+        }
+        self.validation.set_audience(audiences);
+        self.validation.validate_aud = true;
+        self.validation.required_spec_claims.insert("aud".to_owned());
+        self
+    }
+
+    /// Accepts only tokens whose `iss` claim is one of `issuers`; a token without `iss` is
+    /// refused. Without this, `iss` is not checked.
+    pub fn issuers(mut self, issuers: &[String]) -> JwtVerifier {
+        if issuers.is_empty() {
+            return self;
+        }
+        self.validation.set_issuer(issuers);
+        self.validation.required_spec_claims.insert("iss".to_owned());
+        self
+    }
+
+    /// Whether tokens are signed with a public-key algorithm (RS256), as identity
+    /// providers that serve several services sign them.
+    pub fn is_public_key(&self) -> bool {
+        self.validation.algorithms.contains(&Algorithm::RS256)
     }
 }
 
@@ -234,6 +265,13 @@ fn token_problem(error: &jsonwebtoken::errors::Error) -> String {
             "is signed with an algorithm this daemon does not accept".to_owned()
         }
         ErrorKind::MissingRequiredClaim(claim) => format!("has no `{claim}` claim"),
+        ErrorKind::InvalidAudience => {
+            "was issued for another service: its `aud` claim does not name this one".to_owned()
+        }
+        ErrorKind::InvalidIssuer => {
+            "comes from an issuer this daemon does not trust (its `iss` claim)".to_owned()
+        }
+        ErrorKind::InvalidClaimFormat(claim) => format!("has a `{claim}` claim of the wrong type"),
         ErrorKind::InvalidToken
         | ErrorKind::Base64(_)
         | ErrorKind::Json(_)

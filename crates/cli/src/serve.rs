@@ -32,6 +32,15 @@ pub(crate) struct ServeArgs {
     /// Verify bearer tokens signed RS256 with the key whose public half is in this PEM file.
     #[arg(long, env = "SERVICE_JWT_PUBLIC_KEY")]
     jwt_public_key: Option<PathBuf>,
+    /// Accept only bearer tokens whose `aud` claim names this service; repeat (or separate
+    /// with commas) to accept several. Required in production with an RS256 key.
+    #[arg(long, env = "SERVICE_JWT_AUDIENCE", value_delimiter = ',')]
+    jwt_audience: Vec<String>,
+    /// Accept only bearer tokens whose `iss` claim is this issuer (such as the identity
+    /// provider's URL); repeat (or separate with commas) for several. Required in production
+    /// with an RS256 key.
+    #[arg(long, env = "SERVICE_JWT_ISSUER", value_delimiter = ',')]
+    jwt_issuer: Vec<String>,
     /// Reads a minute per principal (0: unlimited).
     #[arg(long, env = "SERVICE_RATE_LIMIT_READ", default_value_t = 1000)]
     rate_limit_read: u32,
@@ -107,7 +116,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.host
         );
     }
-    let jwt = jwt_verifier(&args)?;
+    let jwt = jwt_verifier(&args, profile)?;
     let (database, store) = args.data_dir.open_store()?;
     let store = Arc::new(store);
     if profile == Profile::Production && jwt.is_none() {
@@ -303,25 +312,56 @@ async fn dream_on_schedule(engine: Engine, every: std::time::Duration) {
     }
 }
 
-fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Option<JwtVerifier>> {
-    match (&args.jwt_secret, &args.jwt_public_key) {
+fn jwt_verifier(args: &ServeArgs, profile: Profile) -> anyhow::Result<Option<JwtVerifier>> {
+    let verifier = match (&args.jwt_secret, &args.jwt_public_key) {
         (Some(_), Some(_)) => bail!("set SERVICE_JWT_SECRET or SERVICE_JWT_PUBLIC_KEY, not both"),
         (Some(secret), None) => {
             if secret.len() < 32 {
                 bail!("the JWT secret is {} bytes; use at least 32", secret.len());
             }
-            Ok(Some(JwtVerifier::hs256(secret.as_bytes())))
+            JwtVerifier::hs256(secret.as_bytes())
         }
         (None, Some(path)) => {
             let pem = std::fs::read(path)
                 .with_context(|| format!("cannot read the JWT public key {}", path.display()))?;
-            let verifier = JwtVerifier::rs256_pem(&pem).map_err(|error| {
+            JwtVerifier::rs256_pem(&pem).map_err(|error| {
                 anyhow::anyhow!("the JWT public key {}: {error}", path.display())
-            })?;
-            Ok(Some(verifier))
+            })?
         }
-        (None, None) => Ok(None),
+        (None, None) => {
+            if !args.jwt_audience.is_empty() || !args.jwt_issuer.is_empty() {
+                bail!(
+                    "SERVICE_JWT_AUDIENCE and SERVICE_JWT_ISSUER check bearer tokens, and no JWT key \
+                     is configured: set SERVICE_JWT_SECRET or SERVICE_JWT_PUBLIC_KEY too"
+                );
+            }
+            return Ok(None);
+        }
+    };
+    let (audiences, issuers) = (trimmed(&args.jwt_audience), trimmed(&args.jwt_issuer));
+    // An identity provider's key signs tokens for every service it serves: without `aud`
+    // and `iss` checks, a token minted for another service would work here.
+    if profile == Profile::Production
+        && verifier.is_public_key()
+        && (audiences.is_empty() || issuers.is_empty())
+    {
+        bail!(
+            "the production profile with an RS256 key (SERVICE_JWT_PUBLIC_KEY) needs \
+             SERVICE_JWT_AUDIENCE and SERVICE_JWT_ISSUER (--jwt-audience, --jwt-issuer), so \
+             tokens the identity provider issued for other services are refused"
+        );
     }
+    Ok(Some(verifier.audiences(&audiences).issuers(&issuers)))
+}
+
+/// The non-blank values of a repeatable option, trimmed.
+fn trimmed(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|value| value.trim())
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.
