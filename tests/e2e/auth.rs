@@ -5,6 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use hyper::Method;
 use serde_json::json;
 
+use std::process::Command;
+
 use crate::util::{Body, Daemon, run_cairn};
 
 /// Creates a key with `cairn keys create` and returns (id, secret) from its output.
@@ -317,4 +319,93 @@ async fn rate_limits_apply_per_principal_and_class() {
     assert_eq!(read.status, 200, "reads have their own budget");
     assert_eq!(read.headers["ratelimit-limit"], "1000");
     assert_eq!(read.body["total"], 3, "the refused write changed nothing");
+}
+
+/// The effective uid of this test process, from `/proc/self/status`.
+fn own_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn solo_serves_its_owners_account_without_credentials_and_no_other() {
+    use std::os::unix::process::CommandExt;
+
+    let daemon = Daemon::start();
+    // The owner: every client the tests run is the daemon's own account.
+    assert_eq!(post_memory(&daemon, &[]).await.status, 201);
+    let owner = daemon.run_client(&["search", "note"]);
+    assert!(owner.status.success(), "{}", String::from_utf8_lossy(&owner.stderr));
+    assert!(String::from_utf8_lossy(&owner.stdout).contains("note"));
+
+    // Another local account, when this test may act as one (it runs as root).
+    if own_uid() != Some(0) {
+        eprintln!("not root: the other-account half of this test needs to switch uid");
+        return;
+    }
+    let key = crate::util::create_key(daemon.data_dir(), "read");
+    let as_nobody = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .env("CAIRN_URL", daemon.base_url())
+            .env("HOME", "/")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("cairn runs as nobody")
+    };
+    let refused = as_nobody(&["search", "note"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("FORBIDDEN"), "{stderr}");
+    assert!(stderr.contains("another local account (uid 65534)"), "says why: {stderr}");
+    assert!(stderr.contains("cairn keys create"), "says what to do: {stderr}");
+    let with_key = as_nobody(&["search", "note", "--api-key", &key]);
+    assert!(with_key.status.success(), "a key works from any account: {with_key:?}");
+    let denied_write = as_nobody(&["memories", "add", "--scope", "user", "sneaky"]);
+    assert!(!denied_write.status.success());
+    assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 1, "it changed nothing");
+}
+
+#[tokio::test]
+async fn one_address_cannot_hold_every_connection() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    let daemon = Daemon::start_with(&[], &[("SERVICE_MAX_CONNECTIONS_PER_ADDRESS", "4")]);
+    let address = daemon.base_url().trim_start_matches("http://").to_owned();
+    // Four connections that sent a request line and nothing more hold the address's slots.
+    let held: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&address).unwrap();
+            stream.write_all(b"GET /api/health HTTP/1.1\r\n").unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut refused = TcpStream::connect(&address).unwrap();
+    refused.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(refused, "GET /api/health HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    let mut reader = BufReader::new(&refused);
+    while reader.read_line(&mut response).is_ok_and(|read| read > 0) {}
+    assert!(response.starts_with("HTTP/1.1 429"), "{response}");
+    assert!(response.contains("RATE_LIMITED"), "{response}");
+    assert!(response.contains("at most 4 per client address"), "{response}");
+    assert!(response.to_lowercase().contains("retry-after: 1"), "{response}");
+
+    drop(held);
+    // Closed connections give their slots back.
+    let mut healthy = false;
+    for _ in 0..50 {
+        if daemon.get("/api/health").await.status == 200 {
+            healthy = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(healthy, "the address may connect again");
 }

@@ -23,6 +23,20 @@ pub enum Profile {
     Production,
 }
 
+/// The local account a connection comes from, as the transport found it in the operating
+/// system's socket table, in the request's extensions. The solo profile serves requests
+/// without credentials to the daemon's own account alone; without this extension (a server
+/// that cannot tell) it serves every local caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAccount {
+    /// The account the daemon runs as.
+    Owner,
+    /// Another account of the machine: its uid.
+    Other(u32),
+    /// The connection is not in the socket table (not from this machine, or gone).
+    Unknown,
+}
+
 /// Verifies bearer tokens: HS256 with a shared secret or RS256 with a public key.
 #[derive(Clone)]
 pub struct JwtVerifier {
@@ -168,6 +182,7 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         client: Option<IpAddr>,
+        account: Option<PeerAccount>,
     ) -> Result<Principal, ApiError> {
         if let Some(key) = headers.get("x-api-key") {
             let key =
@@ -201,6 +216,7 @@ impl Authenticator {
         }
         match self.config.profile {
             Profile::Solo => {
+                solo_account(account)?;
                 let address =
                     client.map_or_else(|| "unknown".to_owned(), |address| address.to_string());
                 Ok(Principal {
@@ -252,6 +268,26 @@ impl Authenticator {
             data.claims.sub.ok_or_else(|| unauthorized("the bearer token has no `sub` claim"))?;
         Ok(Principal { id: format!("jwt:{subject}"), role, conversation: None })
     }
+}
+
+/// The solo profile needs no credentials from the account that runs the daemon, and refuses
+/// every other account of the machine: without this, any local user could read the owner's
+/// memories, or have a connector import files only the owner can read.
+fn solo_account(account: Option<PeerAccount>) -> Result<(), ApiError> {
+    let message = match account {
+        None | Some(PeerAccount::Owner) => return Ok(()),
+        Some(PeerAccount::Other(uid)) => format!(
+            "the solo profile serves the account that runs the daemon without credentials, and \
+             this connection comes from another local account (uid {uid}); send an API key \
+             (X-API-Key) that the daemon's owner created with `cairn keys create`, or run a \
+             daemon of your own"
+        ),
+        Some(PeerAccount::Unknown) => "the solo profile serves the account that runs the daemon \
+             without credentials, and it cannot tell which local account this connection comes \
+             from; send an API key (X-API-Key)"
+            .to_owned(),
+    };
+    Err(ApiError::new(ErrorCode::Forbidden, message))
 }
 
 /// What is wrong with a bearer token, in the caller's terms.

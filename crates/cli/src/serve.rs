@@ -71,6 +71,10 @@ pub(crate) struct ServeArgs {
     /// after that).
     #[arg(long, env = "SERVICE_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: std::time::Duration,
+    /// How many connections one client address may hold at once (0: no limit; raise it or
+    /// turn it off behind a reverse proxy, whose address every connection comes from).
+    #[arg(long, env = "SERVICE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = cairn_server::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+    max_connections_per_address: usize,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -155,7 +159,12 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("cairn listening on http://{local}");
     let dreams =
         args.dream_every.map(|every| tokio::spawn(dream_on_schedule(engine.clone(), every)));
-    let config = ServerConfig { body_read_timeout: args.body_timeout, ..ServerConfig::default() };
+    let config = ServerConfig {
+        body_read_timeout: args.body_timeout,
+        max_connections_per_address: args.max_connections_per_address,
+        identify_local_accounts: profile == Profile::Solo,
+        ..ServerConfig::default()
+    };
     cairn_server::serve(listener, services, config, shutdown_signal()).await?;
     if let Some(dreams) = dreams {
         dreams.abort();
