@@ -75,6 +75,10 @@ pub(crate) struct ServeArgs {
     /// turn it off behind a reverse proxy, whose address every connection comes from).
     #[arg(long, env = "SERVICE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = cairn_server::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
     max_connections_per_address: usize,
+    /// A folder connectors may read, with everything under it; repeat (or separate with
+    /// commas) for more [default: the home directory of the account running the daemon].
+    #[arg(long = "connector-root", env = "SERVICE_CONNECTOR_ROOTS", value_delimiter = ',')]
+    connector_roots: Vec<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -135,9 +139,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
 
-    let engine =
-        with_embedder(Engine::new(store.clone()), &args, database.parent().unwrap_or(&database))
-            .await?;
+    let roots = connector_roots(&args.connector_roots)?;
+    let engine = Engine::new(store.clone()).with_connector_roots(roots);
+    let engine = with_embedder(engine, &args, database.parent().unwrap_or(&database)).await?;
     let config = ApiConfig {
         auth: AuthConfig { profile, jwt },
         rate_limits: RateLimits {
@@ -371,6 +375,34 @@ fn trimmed(values: &[String]) -> Vec<String> {
         .filter(|value| !value.is_empty())
         .map(str::to_owned)
         .collect()
+}
+
+/// The folders connectors may read, canonical (so a symbolic link cannot widen them): the
+/// ones given, or the home directory of the account running the daemon.
+fn connector_roots(given: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let roots = if given.is_empty() {
+        let home = dirs::home_dir().context(
+            "no home directory is known for this account; name the folders connectors may read \
+             with --connector-root (SERVICE_CONNECTOR_ROOTS)",
+        )?;
+        vec![home]
+    } else {
+        given.to_vec()
+    };
+    let roots = roots
+        .iter()
+        .map(|root| {
+            if !root.is_absolute() {
+                bail!("the connector root `{}` is not an absolute path", root.display());
+            }
+            std::fs::canonicalize(root).with_context(|| {
+                format!("the connector root `{}` cannot be opened", root.display())
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let shown: Vec<String> = roots.iter().map(|root| root.display().to_string()).collect();
+    tracing::info!(roots = %shown.join(", "), "connectors may read these folders");
+    Ok(roots)
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

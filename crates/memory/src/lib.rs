@@ -87,6 +87,8 @@ pub struct Engine {
     /// resolve, the dream cycle), so two of them never act on the same stale check.
     decisions: Arc<tokio::sync::Mutex<()>>,
     semantic: Option<Arc<semantic::Semantic>>,
+    /// The folders connectors may read (canonical); `None`: any.
+    connector_roots: Option<Arc<[std::path::PathBuf]>>,
 }
 
 impl Engine {
@@ -101,7 +103,14 @@ impl Engine {
             syncs: Arc::default(),
             decisions: Arc::default(),
             semantic: None,
+            connector_roots: None,
         }
+    }
+
+    /// Lets connectors read only under `roots` (canonical paths; see `connectors.rs`).
+    pub fn with_connector_roots(mut self, roots: Vec<std::path::PathBuf>) -> Engine {
+        self.connector_roots = Some(roots.into());
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {
