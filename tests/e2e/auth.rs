@@ -5,6 +5,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use hyper::Method;
 use serde_json::json;
 
+use std::process::Command;
+
 use crate::util::{Body, Daemon, run_cairn};
 
 /// Creates a key with `cairn keys create` and returns (id, secret) from its output.
@@ -147,6 +149,20 @@ async fn bearer_tokens_are_verified() {
     assert!(forged.assert_error(401, "UNAUTHORIZED").contains("not signed with this daemon's key"));
     let no_role = bearer(token(secret, json!({"sub": "x", "exp": now() + 600})));
     post_memory(&daemon, &[("authorization", &no_role)]).await.assert_error(401, "UNAUTHORIZED");
+    let not_yet = bearer(token(
+        secret,
+        json!({"sub": "x", "role": "admin", "exp": now() + 7200, "nbf": now() + 3600}),
+    ));
+    let message = post_memory(&daemon, &[("authorization", &not_yet)])
+        .await
+        .assert_error(401, "UNAUTHORIZED")
+        .to_owned();
+    assert!(message.contains("not valid yet"), "`nbf` is always enforced: {message}");
+    let started = bearer(token(
+        secret,
+        json!({"sub": "x", "role": "write", "exp": now() + 600, "nbf": now() - 10}),
+    ));
+    assert_eq!(post_memory(&daemon, &[("authorization", &started)]).await.status, 201);
     let no_exp = bearer(token(secret, json!({"sub": "x", "role": "admin"})));
     post_memory(&daemon, &[("authorization", &no_exp)]).await.assert_error(401, "UNAUTHORIZED");
     let garbled = post_memory(&daemon, &[("authorization", "Bearer not.a.jwt")]).await;
@@ -156,11 +172,10 @@ async fn bearer_tokens_are_verified() {
         .assert_error(401, "UNAUTHORIZED");
 }
 
-#[tokio::test]
-async fn rs256_tokens_are_verified_with_the_public_key() {
-    let directory = tempfile::tempdir().unwrap();
-    let private = directory.path().join("private.pem");
-    let public = directory.path().join("public.pem");
+/// An RSA key pair made with openssl: (private PEM path, public PEM path).
+fn rsa_key_pair(directory: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let private = directory.join("private.pem");
+    let public = directory.join("public.pem");
     let openssl = |args: &[&str]| {
         let status =
             std::process::Command::new("openssl").args(args).status().expect("openssl runs");
@@ -184,25 +199,101 @@ async fn rs256_tokens_are_verified_with_the_public_key() {
         "-out",
         public.to_str().unwrap(),
     ]);
+    (private, public)
+}
+
+fn rs256_token(private: &std::path::Path, claims: &serde_json::Value) -> String {
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&std::fs::read(private).unwrap()).unwrap();
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256), claims, &key)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn rs256_tokens_are_verified_with_the_public_key() {
+    let directory = tempfile::tempdir().unwrap();
+    let (private, public) = rsa_key_pair(directory.path());
     let daemon = Daemon::start_in_with(
         directory.path(),
-        &["--profile", "production", "--jwt-public-key", public.to_str().unwrap()],
+        &["--jwt-public-key", public.to_str().unwrap()],
         &[],
     );
-    let key = jsonwebtoken::EncodingKey::from_rsa_pem(&std::fs::read(&private).unwrap()).unwrap();
     let claims = json!({"sub": "deployer", "role": "admin", "exp": now() + 600});
-    let signed = jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
-        &claims,
-        &key,
-    )
-    .unwrap();
+    let signed = rs256_token(&private, &claims);
     let reply = post_memory(&daemon, &[("authorization", &format!("Bearer {signed}"))]).await;
     assert_eq!(reply.status, 201);
     let hs = token("whatever-secret-whatever-secret-whatever", claims);
     post_memory(&daemon, &[("authorization", &format!("Bearer {hs}"))])
         .await
         .assert_error(401, "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn tokens_the_identity_provider_minted_for_another_service_are_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    let (private, public) = rsa_key_pair(directory.path());
+    let public = public.to_str().unwrap();
+
+    // A shared identity provider's key alone is not enough in production.
+    for missing in [&["--jwt-audience", "cairn"][..], &["--jwt-issuer", "https://id.example"]] {
+        let mut args = vec!["--port", "0", "--profile", "production", "--jwt-public-key", public];
+        args.extend_from_slice(missing);
+        let output = run_cairn(directory.path(), "serve", &args, &[]);
+        assert!(!output.status.success(), "{missing:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("SERVICE_JWT_AUDIENCE and SERVICE_JWT_ISSUER"),
+            "the message names what to set: {stderr}"
+        );
+    }
+    let no_key =
+        run_cairn(directory.path(), "serve", &["--port", "0", "--jwt-audience", "cairn"], &[]);
+    assert!(!no_key.status.success());
+    assert!(String::from_utf8_lossy(&no_key.stderr).contains("no JWT key"));
+
+    let daemon = Daemon::start_in_with(
+        directory.path(),
+        &["--profile", "production", "--jwt-public-key", public],
+        &[
+            ("SERVICE_JWT_AUDIENCE", "cairn,cairn-staging"),
+            ("SERVICE_JWT_ISSUER", "https://id.example"),
+        ],
+    );
+    let daemon = &daemon;
+    let send = |claims: serde_json::Value| {
+        let bearer = format!("Bearer {}", rs256_token(&private, &claims));
+        async move { post_memory(daemon, &[("authorization", &bearer)]).await }
+    };
+    let base = json!({"sub": "deployer", "role": "admin", "exp": now() + 600, "iss": "https://id.example"});
+    let with = |extra: serde_json::Value| {
+        let mut claims = base.clone();
+        claims.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        claims
+    };
+
+    assert_eq!(send(with(json!({"aud": "cairn"}))).await.status, 201);
+    assert_eq!(
+        send(with(json!({"aud": ["billing", "cairn-staging"]}))).await.status,
+        201,
+        "an audience list that names this service"
+    );
+    let other = send(with(json!({"aud": "billing"}))).await;
+    let message = other.assert_error(401, "UNAUTHORIZED");
+    assert!(message.contains("issued for another service"), "{message}");
+    let no_audience = send(base.clone()).await;
+    assert!(no_audience.assert_error(401, "UNAUTHORIZED").contains("no `aud` claim"));
+    let foreign = send(with(json!({"aud": "cairn", "iss": "https://evil.example"}))).await;
+    assert!(foreign.assert_error(401, "UNAUTHORIZED").contains("issuer"), "{foreign:?}");
+    let mut no_issuer = with(json!({"aud": "cairn"}));
+    no_issuer.as_object_mut().unwrap().remove("iss");
+    assert!(send(no_issuer).await.assert_error(401, "UNAUTHORIZED").contains("no `iss` claim"));
+    let early = send(with(json!({"aud": "cairn", "nbf": now() + 3600}))).await;
+    assert!(early.assert_error(401, "UNAUTHORIZED").contains("not valid yet"));
+
+    let admin_key = crate::util::create_key(directory.path(), "admin");
+    let count = daemon
+        .request_with(Method::GET, "/api/health", Body::None, &[("x-api-key", &admin_key)])
+        .await;
+    assert_eq!(count.body["memoryCount"], 2, "refused tokens changed nothing");
 }
 
 #[tokio::test]
@@ -228,4 +319,93 @@ async fn rate_limits_apply_per_principal_and_class() {
     assert_eq!(read.status, 200, "reads have their own budget");
     assert_eq!(read.headers["ratelimit-limit"], "1000");
     assert_eq!(read.body["total"], 3, "the refused write changed nothing");
+}
+
+/// The effective uid of this test process, from `/proc/self/status`.
+fn own_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|line| line.strip_prefix("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn solo_serves_its_owners_account_without_credentials_and_no_other() {
+    use std::os::unix::process::CommandExt;
+
+    let daemon = Daemon::start();
+    // The owner: every client the tests run is the daemon's own account.
+    assert_eq!(post_memory(&daemon, &[]).await.status, 201);
+    let owner = daemon.run_client(&["search", "note"]);
+    assert!(owner.status.success(), "{}", String::from_utf8_lossy(&owner.stderr));
+    assert!(String::from_utf8_lossy(&owner.stdout).contains("note"));
+
+    // Another local account, when this test may act as one (it runs as root).
+    if own_uid() != Some(0) {
+        eprintln!("not root: the other-account half of this test needs to switch uid");
+        return;
+    }
+    let key = crate::util::create_key(daemon.data_dir(), "read");
+    let as_nobody = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .env("CAIRN_URL", daemon.base_url())
+            .env("HOME", "/")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("cairn runs as nobody")
+    };
+    let refused = as_nobody(&["search", "note"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("FORBIDDEN"), "{stderr}");
+    assert!(stderr.contains("another local account (uid 65534)"), "says why: {stderr}");
+    assert!(stderr.contains("cairn keys create"), "says what to do: {stderr}");
+    let with_key = as_nobody(&["search", "note", "--api-key", &key]);
+    assert!(with_key.status.success(), "a key works from any account: {with_key:?}");
+    let denied_write = as_nobody(&["memories", "add", "--scope", "user", "sneaky"]);
+    assert!(!denied_write.status.success());
+    assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 1, "it changed nothing");
+}
+
+#[tokio::test]
+async fn one_address_cannot_hold_every_connection() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    let daemon = Daemon::start_with(&[], &[("SERVICE_MAX_CONNECTIONS_PER_ADDRESS", "4")]);
+    let address = daemon.base_url().trim_start_matches("http://").to_owned();
+    // Four connections that sent a request line and nothing more hold the address's slots.
+    let held: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&address).unwrap();
+            stream.write_all(b"GET /api/health HTTP/1.1\r\n").unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut refused = TcpStream::connect(&address).unwrap();
+    refused.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(refused, "GET /api/health HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    let mut reader = BufReader::new(&refused);
+    while reader.read_line(&mut response).is_ok_and(|read| read > 0) {}
+    assert!(response.starts_with("HTTP/1.1 429"), "{response}");
+    assert!(response.contains("RATE_LIMITED"), "{response}");
+    assert!(response.contains("at most 4 per client address"), "{response}");
+    assert!(response.to_lowercase().contains("retry-after: 1"), "{response}");
+
+    drop(held);
+    // Closed connections give their slots back.
+    let mut healthy = false;
+    for _ in 0..50 {
+        if daemon.get("/api/health").await.status == 200 {
+            healthy = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(healthy, "the address may connect again");
 }

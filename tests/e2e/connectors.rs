@@ -35,6 +35,12 @@ fn git(repository: &Path, args: &[&str]) {
     assert!(status.success(), "git {args:?}");
 }
 
+/// A daemon whose connectors may read the temporary directories the tests make.
+fn daemon() -> Daemon {
+    let temp = std::env::temp_dir();
+    Daemon::start_with(&[], &[("SERVICE_CONNECTOR_ROOTS", temp.to_str().unwrap())])
+}
+
 async fn add(daemon: &Daemon, body: Value) -> String {
     let reply = daemon.post("/api/connectors", body).await;
     assert_eq!(reply.status, 201, "{reply:?}");
@@ -50,7 +56,7 @@ async fn sync(daemon: &Daemon, id: &str) -> Value {
 
 #[tokio::test]
 async fn folders_import_sections_and_resync_without_duplicates() {
-    let daemon = Daemon::start();
+    let daemon = daemon();
     let docs = tempfile::tempdir().unwrap();
     let root = docs.path();
     write(
@@ -140,7 +146,7 @@ async fn folders_import_sections_and_resync_without_duplicates() {
 
 #[tokio::test]
 async fn git_repositories_import_commits_with_their_files() {
-    let daemon = Daemon::start();
+    let daemon = daemon();
     let repository = tempfile::tempdir().unwrap();
     let root = repository.path();
     git(root, &["init", "-q"]);
@@ -167,7 +173,7 @@ async fn git_repositories_import_commits_with_their_files() {
 
 #[tokio::test]
 async fn bad_connectors_are_refused_and_failed_syncs_reported() {
-    let daemon = Daemon::start();
+    let daemon = daemon();
     let plain = tempfile::tempdir().unwrap();
     let plain_path = plain.path().to_str().unwrap().to_owned();
     let file = plain.path().join("file.md");
@@ -212,7 +218,7 @@ async fn bad_connectors_are_refused_and_failed_syncs_reported() {
 
 #[tokio::test]
 async fn the_cli_adds_syncs_and_lists_connectors() {
-    let daemon = Daemon::start();
+    let daemon = daemon();
     let docs = tempfile::tempdir().unwrap();
     for i in 0..30 {
         write(
@@ -236,4 +242,52 @@ async fn the_cli_adds_syncs_and_lists_connectors() {
     assert_eq!(daemon.get("/api/memories?repo=notes").await.body["total"], 30);
     let removed = cli(&["remove", &id]);
     assert!(removed.contains("archived 30"), "{removed}");
+}
+
+#[tokio::test]
+async fn connectors_read_only_under_the_owners_roots() {
+    // By default the roots are the home directory of the daemon's account.
+    let home = tempfile::tempdir().unwrap();
+    let home_path = std::fs::canonicalize(home.path()).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    write(&home_path, "notes/a.md", "# Inside\nKept.\n");
+    write(elsewhere.path(), "secret.md", "# Secret\nThe owner's eyes only.\n");
+    std::os::unix::fs::symlink(elsewhere.path(), home_path.join("shortcut")).unwrap();
+    let daemon = Daemon::start_with(&[], &[("HOME", home_path.to_str().unwrap())]);
+
+    for path in [elsewhere.path().to_path_buf(), home_path.join("shortcut"), "/etc".into()] {
+        let reply = daemon.post("/api/connectors", json!({"kind": "folder", "path": path})).await;
+        let message = reply.assert_error(422, "VALIDATION_ERROR");
+        assert!(message.starts_with("path: "), "names the field: {message}");
+        assert!(message.contains("outside the folders"), "{message}");
+        assert!(message.contains("SERVICE_CONNECTOR_ROOTS"), "says how to allow it: {message}");
+        if path.ends_with("shortcut") {
+            assert!(message.contains("shortcut"), "{message}");
+            let target = elsewhere.path().to_str().unwrap();
+            assert!(!message.contains(target), "never where a link leads: {message}");
+        }
+    }
+    assert_eq!(daemon.get("/api/connectors").await.body, json!({"connectors": []}));
+    let id = add(&daemon, json!({"kind": "folder", "path": home_path.join("notes")})).await;
+    assert_eq!(sync(&daemon, &id).await["imported"], 1);
+    assert!(daemon.get("/api/search?q=eyes").await.body["hits"].as_array().unwrap().is_empty());
+
+    // The roots are set on the command line, and must exist.
+    let bad = crate::util::run_cairn(
+        home.path(),
+        "serve",
+        &["--port", "0", "--connector-root", "/no/such/root"],
+        &[],
+    );
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("connector root `/no/such/root`"), "{stderr}");
+    let other = Daemon::start_with(
+        &["--connector-root", elsewhere.path().to_str().unwrap()],
+        &[("HOME", home_path.to_str().unwrap())],
+    );
+    add(&other, json!({"kind": "folder", "path": elsewhere.path()})).await;
+    let home_refused =
+        other.post("/api/connectors", json!({"kind": "folder", "path": home_path})).await;
+    home_refused.assert_error(422, "VALIDATION_ERROR");
 }

@@ -23,6 +23,20 @@ pub enum Profile {
     Production,
 }
 
+/// The local account a connection comes from, as the transport found it in the operating
+/// system's socket table, in the request's extensions. The solo profile serves requests
+/// without credentials to the daemon's own account alone; without this extension (a server
+/// that cannot tell) it serves every local caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAccount {
+    /// The account the daemon runs as.
+    Owner,
+    /// Another account of the machine: its uid.
+    Other(u32),
+    /// The connection is not in the socket table (not from this machine, or gone).
+    Unknown,
+}
+
 /// Verifies bearer tokens: HS256 with a shared secret or RS256 with a public key.
 #[derive(Clone)]
 pub struct JwtVerifier {
@@ -49,11 +63,42 @@ impl JwtVerifier {
     }
 
     fn new(key: DecodingKey, algorithm: Algorithm) -> JwtVerifier {
-        // `exp` is required and enforced (with jsonwebtoken's default 60 s of leeway).
+        // `exp` is required and enforced, and `nbf` enforced when present, both with
+        // jsonwebtoken's default 60 s of leeway. `aud` and `iss` are checked once configured.
         let mut validation = Validation::new(algorithm);
         validation.set_required_spec_claims(&["exp"]);
+        validation.validate_nbf = true;
         validation.validate_aud = false;
         JwtVerifier { key, validation }
+    }
+
+    /// Accepts only tokens whose `aud` claim names one of `audiences`; a token without
+    /// `aud` is refused. Without this, `aud` is not checked.
+    pub fn audiences(mut self, audiences: &[String]) -> JwtVerifier {
+        if audiences.is_empty() {
+            return self;
+        }
+        self.validation.set_audience(audiences);
+        self.validation.validate_aud = true;
+        self.validation.required_spec_claims.insert("aud".to_owned());
+        self
+    }
+
+    /// Accepts only tokens whose `iss` claim is one of `issuers`; a token without `iss` is
+    /// refused. Without this, `iss` is not checked.
+    pub fn issuers(mut self, issuers: &[String]) -> JwtVerifier {
+        if issuers.is_empty() {
+            return self;
+        }
+        self.validation.set_issuer(issuers);
+        self.validation.required_spec_claims.insert("iss".to_owned());
+        self
+    }
+
+    /// Whether tokens are signed with a public-key algorithm (RS256), as identity
+    /// providers that serve several services sign them.
+    pub fn is_public_key(&self) -> bool {
+        self.validation.algorithms.contains(&Algorithm::RS256)
     }
 }
 
@@ -137,6 +182,7 @@ impl Authenticator {
         &self,
         headers: &HeaderMap,
         client: Option<IpAddr>,
+        account: Option<PeerAccount>,
     ) -> Result<Principal, ApiError> {
         if let Some(key) = headers.get("x-api-key") {
             let key =
@@ -170,6 +216,7 @@ impl Authenticator {
         }
         match self.config.profile {
             Profile::Solo => {
+                solo_account(account)?;
                 let address =
                     client.map_or_else(|| "unknown".to_owned(), |address| address.to_string());
                 Ok(Principal {
@@ -223,6 +270,26 @@ impl Authenticator {
     }
 }
 
+/// The solo profile needs no credentials from the account that runs the daemon, and refuses
+/// every other account of the machine: without this, any local user could read the owner's
+/// memories, or have a connector import files only the owner can read.
+fn solo_account(account: Option<PeerAccount>) -> Result<(), ApiError> {
+    let message = match account {
+        None | Some(PeerAccount::Owner) => return Ok(()),
+        Some(PeerAccount::Other(uid)) => format!(
+            "the solo profile serves the account that runs the daemon without credentials, and \
+             this connection comes from another local account (uid {uid}); send an API key \
+             (X-API-Key) that the daemon's owner created with `cairn keys create`, or run a \
+             daemon of your own"
+        ),
+        Some(PeerAccount::Unknown) => "the solo profile serves the account that runs the daemon \
+             without credentials, and it cannot tell which local account this connection comes \
+             from; send an API key (X-API-Key)"
+            .to_owned(),
+    };
+    Err(ApiError::new(ErrorCode::Forbidden, message))
+}
+
 /// What is wrong with a bearer token, in the caller's terms.
 fn token_problem(error: &jsonwebtoken::errors::Error) -> String {
     use jsonwebtoken::errors::ErrorKind;
@@ -234,6 +301,13 @@ fn token_problem(error: &jsonwebtoken::errors::Error) -> String {
             "is signed with an algorithm this daemon does not accept".to_owned()
         }
         ErrorKind::MissingRequiredClaim(claim) => format!("has no `{claim}` claim"),
+        ErrorKind::InvalidAudience => {
+            "was issued for another service: its `aud` claim does not name this one".to_owned()
+        }
+        ErrorKind::InvalidIssuer => {
+            "comes from an issuer this daemon does not trust (its `iss` claim)".to_owned()
+        }
+        ErrorKind::InvalidClaimFormat(claim) => format!("has a `{claim}` claim of the wrong type"),
         ErrorKind::InvalidToken
         | ErrorKind::Base64(_)
         | ErrorKind::Json(_)

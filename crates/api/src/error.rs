@@ -35,9 +35,17 @@ fn engine_error(error: cairn_memory::Error) -> ApiError {
         cairn_memory::Error::ConflictNotFound(_) => {
             ApiError::new(ErrorCode::ConflictNotFound, error.to_string())
         }
-        cairn_memory::Error::Embedding(_) => {
-            ApiError::new(ErrorCode::Unavailable, error.to_string())
+        // The embedder's own words (a model error, an endpoint's URL and answer) are for the
+        // daemon's log, not for clients.
+        cairn_memory::Error::Embedding(detail) => {
+            tracing::error!(error = %detail, "the embedder failed");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "semantic retrieval is unavailable: the embedder failed (the daemon's log says \
+                 why); retry later, or ask with `mode=fulltext`",
+            )
         }
+        // The engine words source errors for clients already (`SourceError::public_message`).
         cairn_memory::Error::Source(_) => ApiError::validation(error.to_string()),
         cairn_memory::Error::SyncRunning(_)
         | cairn_memory::Error::ConflictResolved(_)

@@ -339,12 +339,14 @@ pub(crate) async fn list_connectors(engine: &Engine) -> Reply {
 }
 
 /// Adds a connector: a folder of Markdown and text files, or a git repository. The path is
-/// checked now; nothing is imported until the first sync.
+/// checked now, symbolic links resolved, and must lie under the daemon's connector roots
+/// (`--connector-root`, default its owner's home directory); nothing is imported until the
+/// first sync.
 #[utoipa::path(post, path = "/api/connectors", tag = "connectors", request_body = NewConnector,
     responses(
         (status = 201, description = "The connector", body = Connector),
         (status = 413, description = "The body is over the size limit", body = ErrorEnvelope),
-        (status = 422, description = "Unknown kind, a path that does not exist, a folder that is not a git repository…", body = ErrorEnvelope),
+        (status = 422, description = "Unknown kind, a path that does not exist or lies outside the connector roots, a folder that is not a git repository…", body = ErrorEnvelope),
     ))]
 pub(crate) async fn add_connector(engine: &Engine, input: NewConnector) -> Reply {
     Ok(json_response(StatusCode::CREATED, &engine.add_connector(input).await?))
@@ -375,6 +377,8 @@ pub(crate) async fn remove_connector(engine: &Engine, actor: &str, id: &str) -> 
 
 /// Syncs a connector: imports new pieces, updates changed ones, archives removed ones. A
 /// source that cannot be read gives a report with `status: error`, also kept for the health check.
+/// A sync that storage stops part way keeps what it applied (the health check says so) and
+/// the next sync applies the rest, never importing a piece twice.
 #[utoipa::path(post, path = "/api/connectors/{id}/sync", tag = "connectors",
     params(("id" = String, Path, description = "A connector id (`conn_…`)")),
     responses(

@@ -23,7 +23,8 @@ use cairn_types::{ErrorCode, Role};
 use http::{HeaderName, Request, Response};
 
 pub use crate::auth::{
-    AuthConfig, CONVERSATION_TOKEN_PREFIX, JwtVerifier, Principal, Profile, hash_key, new_api_key,
+    AuthConfig, CONVERSATION_TOKEN_PREFIX, JwtVerifier, PeerAccount, Principal, Profile, hash_key,
+    new_api_key,
 };
 pub use crate::limits::{RateClass, RateLimits};
 pub use crate::openapi::openapi_json;
@@ -182,7 +183,8 @@ impl MemoryApi {
         let authenticator = &self.inner.authenticator;
         authenticator.check_local(headers, uri, trusted_origins)?;
         let client = extensions.get::<ClientAddr>().map(|client| client.0.ip());
-        authenticator.authenticate(headers, client).await
+        let account = extensions.get::<PeerAccount>().copied();
+        authenticator.authenticate(headers, client, account).await
     }
 
     /// Whether the caller may go on: its role is at least `role`, and its rate limit of

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use cairn_client::Client;
-use cairn_client::types::{ConnectorKind, NewConnector, Scope, SyncReport};
+use cairn_client::types::{ConnectorKind, NewConnector, Scope, SyncReport, SyncStatus};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::client::ClientArgs;
@@ -91,7 +91,7 @@ pub(crate) async fn run(command: ConnectorsCommand) -> anyhow::Result<()> {
             // A large source takes a while: the progress bar shows it moving.
             let client = client.connect_with(Duration::from_secs(24 * 3600))?;
             let report = sync_with_progress(&client, &id).await?;
-            if report.status == "error" {
+            if report.status == SyncStatus::Error {
                 anyhow::bail!("sync of {id} failed: {}", report.error.unwrap_or_default());
             }
             println!(

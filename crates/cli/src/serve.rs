@@ -32,6 +32,15 @@ pub(crate) struct ServeArgs {
     /// Verify bearer tokens signed RS256 with the key whose public half is in this PEM file.
     #[arg(long, env = "SERVICE_JWT_PUBLIC_KEY")]
     jwt_public_key: Option<PathBuf>,
+    /// Accept only bearer tokens whose `aud` claim names this service; repeat (or separate
+    /// with commas) to accept several. Required in production with an RS256 key.
+    #[arg(long, env = "SERVICE_JWT_AUDIENCE", value_delimiter = ',')]
+    jwt_audience: Vec<String>,
+    /// Accept only bearer tokens whose `iss` claim is this issuer (such as the identity
+    /// provider's URL); repeat (or separate with commas) for several. Required in production
+    /// with an RS256 key.
+    #[arg(long, env = "SERVICE_JWT_ISSUER", value_delimiter = ',')]
+    jwt_issuer: Vec<String>,
     /// Reads a minute per principal (0: unlimited).
     #[arg(long, env = "SERVICE_RATE_LIMIT_READ", default_value_t = 1000)]
     rate_limit_read: u32,
@@ -62,6 +71,14 @@ pub(crate) struct ServeArgs {
     /// after that).
     #[arg(long, env = "SERVICE_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
     body_timeout: std::time::Duration,
+    /// How many connections one client address may hold at once (0: no limit; raise it or
+    /// turn it off behind a reverse proxy, whose address every connection comes from).
+    #[arg(long, env = "SERVICE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = cairn_server::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
+    max_connections_per_address: usize,
+    /// A folder connectors may read, with everything under it; repeat (or separate with
+    /// commas) for more [default: the home directory of the account running the daemon].
+    #[arg(long = "connector-root", env = "SERVICE_CONNECTOR_ROOTS", value_delimiter = ',')]
+    connector_roots: Vec<PathBuf>,
     #[command(flatten)]
     runtime: RuntimeArgs,
 }
@@ -107,7 +124,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             args.host
         );
     }
-    let jwt = jwt_verifier(&args)?;
+    let jwt = jwt_verifier(&args, profile)?;
     let (database, store) = args.data_dir.open_store()?;
     let store = Arc::new(store);
     if profile == Profile::Production && jwt.is_none() {
@@ -122,9 +139,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
 
-    let engine =
-        with_embedder(Engine::new(store.clone()), &args, database.parent().unwrap_or(&database))
-            .await?;
+    let roots = connector_roots(&args.connector_roots)?;
+    let engine = Engine::new(store.clone()).with_connector_roots(roots);
+    let engine = with_embedder(engine, &args, database.parent().unwrap_or(&database)).await?;
     let config = ApiConfig {
         auth: AuthConfig { profile, jwt },
         rate_limits: RateLimits {
@@ -146,7 +163,12 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("cairn listening on http://{local}");
     let dreams =
         args.dream_every.map(|every| tokio::spawn(dream_on_schedule(engine.clone(), every)));
-    let config = ServerConfig { body_read_timeout: args.body_timeout, ..ServerConfig::default() };
+    let config = ServerConfig {
+        body_read_timeout: args.body_timeout,
+        max_connections_per_address: args.max_connections_per_address,
+        identify_local_accounts: profile == Profile::Solo,
+        ..ServerConfig::default()
+    };
     cairn_server::serve(listener, services, config, shutdown_signal()).await?;
     if let Some(dreams) = dreams {
         dreams.abort();
@@ -303,25 +325,84 @@ async fn dream_on_schedule(engine: Engine, every: std::time::Duration) {
     }
 }
 
-fn jwt_verifier(args: &ServeArgs) -> anyhow::Result<Option<JwtVerifier>> {
-    match (&args.jwt_secret, &args.jwt_public_key) {
+fn jwt_verifier(args: &ServeArgs, profile: Profile) -> anyhow::Result<Option<JwtVerifier>> {
+    let verifier = match (&args.jwt_secret, &args.jwt_public_key) {
         (Some(_), Some(_)) => bail!("set SERVICE_JWT_SECRET or SERVICE_JWT_PUBLIC_KEY, not both"),
         (Some(secret), None) => {
             if secret.len() < 32 {
                 bail!("the JWT secret is {} bytes; use at least 32", secret.len());
             }
-            Ok(Some(JwtVerifier::hs256(secret.as_bytes())))
+            JwtVerifier::hs256(secret.as_bytes())
         }
         (None, Some(path)) => {
             let pem = std::fs::read(path)
                 .with_context(|| format!("cannot read the JWT public key {}", path.display()))?;
-            let verifier = JwtVerifier::rs256_pem(&pem).map_err(|error| {
+            JwtVerifier::rs256_pem(&pem).map_err(|error| {
                 anyhow::anyhow!("the JWT public key {}: {error}", path.display())
-            })?;
-            Ok(Some(verifier))
+            })?
         }
-        (None, None) => Ok(None),
+        (None, None) => {
+            if !args.jwt_audience.is_empty() || !args.jwt_issuer.is_empty() {
+                bail!(
+                    "SERVICE_JWT_AUDIENCE and SERVICE_JWT_ISSUER check bearer tokens, and no JWT key \
+                     is configured: set SERVICE_JWT_SECRET or SERVICE_JWT_PUBLIC_KEY too"
+                );
+            }
+            return Ok(None);
+        }
+    };
+    let (audiences, issuers) = (trimmed(&args.jwt_audience), trimmed(&args.jwt_issuer));
+    // An identity provider's key signs tokens for every service it serves: without `aud`
+    // and `iss` checks, a token minted for another service would work here.
+    if profile == Profile::Production
+        && verifier.is_public_key()
+        && (audiences.is_empty() || issuers.is_empty())
+    {
+        bail!(
+            "the production profile with an RS256 key (SERVICE_JWT_PUBLIC_KEY) needs \
+             SERVICE_JWT_AUDIENCE and SERVICE_JWT_ISSUER (--jwt-audience, --jwt-issuer), so \
+             tokens the identity provider issued for other services are refused"
+        );
     }
+    Ok(Some(verifier.audiences(&audiences).issuers(&issuers)))
+}
+
+/// The non-blank values of a repeatable option, trimmed.
+fn trimmed(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|value| value.trim())
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The folders connectors may read, canonical (so a symbolic link cannot widen them): the
+/// ones given, or the home directory of the account running the daemon.
+fn connector_roots(given: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let roots = if given.is_empty() {
+        let home = dirs::home_dir().context(
+            "no home directory is known for this account; name the folders connectors may read \
+             with --connector-root (SERVICE_CONNECTOR_ROOTS)",
+        )?;
+        vec![home]
+    } else {
+        given.to_vec()
+    };
+    let roots = roots
+        .iter()
+        .map(|root| {
+            if !root.is_absolute() {
+                bail!("the connector root `{}` is not an absolute path", root.display());
+            }
+            std::fs::canonicalize(root).with_context(|| {
+                format!("the connector root `{}` cannot be opened", root.display())
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let shown: Vec<String> = roots.iter().map(|root| root.display().to_string()).collect();
+    tracing::info!(roots = %shown.join(", "), "connectors may read these folders");
+    Ok(roots)
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

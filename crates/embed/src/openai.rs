@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 #[derive(Clone)]
 pub struct OpenAiEmbedder {
     endpoint: String,
+    /// The endpoint without credentials (user info, query), as errors and logs name it.
+    label: String,
     model: String,
     api_key: Option<String>,
     dimensions: usize,
@@ -18,7 +20,7 @@ pub struct OpenAiEmbedder {
 impl std::fmt::Debug for OpenAiEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiEmbedder")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.label)
             .field("model", &self.model)
             .finish()
     }
@@ -38,8 +40,10 @@ impl OpenAiEmbedder {
             .tls_config(crate::system_roots())
             .build()
             .into();
+        let endpoint = format!("{}/embeddings", base_url.trim_end_matches('/'));
         let mut embedder = OpenAiEmbedder {
-            endpoint: format!("{}/embeddings", base_url.trim_end_matches('/')),
+            label: without_credentials(&endpoint),
+            endpoint,
             model: model.to_owned(),
             api_key,
             dimensions: 0,
@@ -48,13 +52,13 @@ impl OpenAiEmbedder {
         let probe = embedder.embed(&["dimension probe".to_owned()]).await?;
         embedder.dimensions = probe.first().map_or(0, Vec::len);
         if embedder.dimensions == 0 {
-            return Err(EmbedError(format!("{} returned an empty vector", embedder.endpoint)));
+            return Err(EmbedError(format!("{} returned an empty vector", embedder.label)));
         }
         Ok(embedder)
     }
 
     fn request(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let failed = |reason: String| EmbedError(format!("{}: {reason}", self.endpoint));
+        let failed = |reason: String| EmbedError(format!("{}: {reason}", self.label));
         let mut request = self.agent.post(&self.endpoint);
         if let Some(key) = &self.api_key {
             request = request.header("Authorization", &format!("Bearer {key}"));
@@ -99,6 +103,20 @@ impl OpenAiEmbedder {
     }
 }
 
+/// `url` without user info (`https://user:secret@host/…`) and query (`?api-key=…`), which
+/// may hold credentials: what errors and logs may show.
+fn without_credentials(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.find('/').map_or((rest, ""), |slash| rest.split_at(slash));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
 #[async_trait::async_trait]
 impl Embedder for OpenAiEmbedder {
     fn model(&self) -> &str {
@@ -114,5 +132,25 @@ impl Embedder for OpenAiEmbedder {
         tokio::task::spawn_blocking(move || embedder.request(texts))
             .await
             .map_err(|error| EmbedError(error.to_string()))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_credentials;
+
+    #[test]
+    fn errors_name_the_endpoint_without_its_credentials() {
+        for (url, shown) in [
+            ("https://api.openai.com/v1/embeddings", "https://api.openai.com/v1/embeddings"),
+            ("https://user:s3cret@llm.example/v1/embeddings", "https://llm.example/v1/embeddings"),
+            (
+                "http://localhost:11434/v1/embeddings?api-key=s3cret",
+                "http://localhost:11434/v1/embeddings",
+            ),
+            ("https://token@host.example", "https://host.example"),
+        ] {
+            assert_eq!(without_credentials(url), shown);
+        }
     }
 }

@@ -8,8 +8,9 @@ use std::sync::Mutex;
 
 use cairn_store::{ItemUpdate, SyncBatch};
 use cairn_types::{
-    Connector, ConnectorHealth, ConnectorKind, ConnectorList, IdPrefix, JsonObject, Memory,
-    NewConnector, RemovedConnector, Scope, Status, SyncProgress, SyncReport, Timestamp, new_id,
+    Connector, ConnectorHealth, ConnectorKind, ConnectorList, ConnectorStatus, IdPrefix,
+    JsonObject, Memory, NewConnector, RemovedConnector, Scope, Status, SyncProgress, SyncReport,
+    SyncStatus, Timestamp, new_id,
 };
 
 use crate::sources::{self, SourceItem};
@@ -75,18 +76,11 @@ impl Engine {
             });
         }
         let kind = input.kind;
-        let checked = blocking(move || {
-            let path = PathBuf::from(&path);
-            match kind {
-                ConnectorKind::Folder => sources::check_folder(&path)?,
-                ConnectorKind::Git => sources::check_git(&path)?,
-            }
-            Ok(std::fs::canonicalize(&path).unwrap_or(path))
-        })
-        .await;
-        let path = checked.map_err(|error: sources::SourceError| Error::Invalid {
-            field: "path",
-            reason: error.to_string(),
+        let roots = self.connector_roots.clone();
+        let checked = blocking(move || open_source(kind, Path::new(&path), roots.as_deref())).await;
+        let path = checked.map_err(|error| {
+            tracing::info!(%error, "a connector's path was refused");
+            Error::Invalid { field: "path", reason: error.public_message() }
         })?;
         let last_component = path.file_name().map(|name| name.to_string_lossy().into_owned());
         let name = validate::optional_text("name", input.name, validate::MAX_NAME_BYTES)?
@@ -121,13 +115,13 @@ impl Engine {
         let connector = self.get_connector(id).await?;
         let progress = self.syncs.get(id);
         let status = match (&progress, &connector.last_sync) {
-            (Some(_), _) => "syncing",
-            (None, None) => "never_synced",
-            (None, Some(report)) => report.status.as_str(),
+            (Some(_), _) => ConnectorStatus::Syncing,
+            (None, None) => ConnectorStatus::NeverSynced,
+            (None, Some(report)) => report.status.into(),
         };
         Ok(ConnectorHealth {
             id: connector.id.clone(),
-            status: status.to_owned(),
+            status,
             last_sync_at: connector.last_sync.as_ref().map(|report| report.finished_at),
             last_sync: connector.last_sync,
             progress,
@@ -145,12 +139,19 @@ impl Engine {
             let batch = SyncBatch { removals: chunk.to_vec(), ..SyncBatch::default() };
             self.store.apply_sync_batch(id, &batch, Timestamp::now(), actor).await?;
         }
+        // A removal that fails part way leaves the connector with the items not yet archived;
+        // removing it again archives the rest.
         self.store.delete_connector(id).await?;
         Ok(RemovedConnector { id: id.to_owned(), archived_memories: archived })
     }
 
     /// Reads the source and brings the connector's memories in step with it. A failure to read
     /// the source is reported (and kept for the health check), not raised.
+    ///
+    /// The changes are applied in batches of [`BATCH`], each in one transaction, and every
+    /// batch is idempotent (see `ConnectorStore::apply_sync_batch`): a sync that fails part
+    /// way keeps the batches it applied, reports `error`, and the next sync applies the rest,
+    /// with no piece imported twice.
     pub async fn sync_connector(&self, id: &str, actor: &str) -> Result<SyncReport> {
         let _claim = self.syncs.claim(id)?;
         // Read after claiming: a removal that finished first leaves nothing to sync.
@@ -159,7 +160,7 @@ impl Engine {
         let mut report = SyncReport {
             started_at,
             finished_at: started_at,
-            status: "ok".to_owned(),
+            status: SyncStatus::Ok,
             imported: 0,
             updated: 0,
             unchanged: 0,
@@ -167,16 +168,31 @@ impl Engine {
             skipped: 0,
             error: None,
         };
-        if let Err(error) = self.run_sync(&connector, actor, &mut report).await {
-            match error {
-                Error::Store(_) => return Err(error),
-                other => {
-                    report.status = "error".to_owned();
-                    report.error = Some(other.to_string());
+        let outcome = self.run_sync(&connector, actor, &mut report).await;
+        report.finished_at = Timestamp::now();
+        match outcome {
+            Ok(()) => {}
+            Err(Error::Store(error)) => {
+                // Storage failed part way: say so in the health check (if storage lets us),
+                // and fail the request. The next sync picks up where this one stopped.
+                tracing::error!(connector = id, %error, "a sync stopped part way");
+                report.status = SyncStatus::Error;
+                report.error = Some(format!(
+                    "the sync stopped part way, after {} changes, because storage failed (the \
+                     daemon's log says why); what was applied stays, and the next sync applies \
+                     the rest",
+                    report.imported + report.updated + report.archived
+                ));
+                if let Err(record) = self.store.record_sync(id, &report).await {
+                    tracing::error!(connector = id, error = %record, "cannot record the failed sync");
                 }
+                return Err(Error::Store(error));
+            }
+            Err(other) => {
+                report.status = SyncStatus::Error;
+                report.error = Some(other.to_string());
             }
         }
-        report.finished_at = Timestamp::now();
         self.store.record_sync(id, &report).await?;
         Ok(report)
     }
@@ -189,14 +205,23 @@ impl Engine {
     ) -> Result<()> {
         let (kind, path, max_commits) =
             (connector.kind, PathBuf::from(&connector.path), connector.max_commits);
-        let read = blocking(move || match kind {
-            ConnectorKind::Folder => sources::read_folder_with_skips(&path),
-            ConnectorKind::Git => {
-                sources::read_git(&path, max_commits as usize).map(|items| (items, 0))
+        let roots = self.connector_roots.clone();
+        let read = blocking(move || {
+            // Checked again on every sync: a folder may have become a link out of the roots,
+            // and the roots may have changed since the connector was added.
+            let path = open_source(kind, &path, roots.as_deref())?;
+            match kind {
+                ConnectorKind::Folder => sources::read_folder_with_skips(&path),
+                ConnectorKind::Git => {
+                    sources::read_git(&path, max_commits as usize).map(|items| (items, 0))
+                }
             }
         })
         .await;
-        let (items, skipped) = read.map_err(|error| Error::Source(error.to_string()))?;
+        let (items, skipped) = read.map_err(|error| {
+            tracing::warn!(connector = %connector.id, %error, "a connector's source cannot be read");
+            Error::Source(error.public_message())
+        })?;
         report.skipped = skipped as u64;
 
         let known: HashMap<String, cairn_store::ConnectorItem> = self
@@ -240,20 +265,50 @@ impl Engine {
                 updates: updates.by_ref().take(BATCH).collect(),
                 removals: removals.by_ref().take(BATCH).collect(),
             };
-            self.store.apply_sync_batch(&connector.id, &batch, Timestamp::now(), actor).await?;
-            for (memory, _, _) in &batch.inserts {
-                self.entry_tokens
-                    .insert(memory, tokens::count_tokens(&context::format_entry(memory)));
-            }
-            self.wake_embedder(batch.inserts.len() + batch.updates.len());
-            report.imported += batch.inserts.len() as u64;
-            report.updated += batch.updates.len() as u64;
-            report.archived += batch.removals.len() as u64;
+            let applied =
+                self.store.apply_sync_batch(&connector.id, &batch, Timestamp::now(), actor).await?;
+            report.imported += applied.imported;
+            report.updated += applied.updated;
+            report.archived += applied.archived;
             done += (batch.inserts.len() + batch.updates.len() + batch.removals.len()) as u64;
             self.syncs.set(&connector.id, SyncProgress { done, total });
+            self.wake_embedder((applied.imported + applied.updated) as usize);
+            // Count each new memory's context entry now, on a blocking thread: tokenizing
+            // is CPU work that would hold up the async workers.
+            let memories: Vec<Memory> =
+                batch.inserts.into_iter().map(|(memory, _, _)| memory).collect();
+            let entry_tokens = self.entry_tokens.clone();
+            blocking(move || {
+                for memory in &memories {
+                    entry_tokens
+                        .insert(memory, tokens::count_tokens(&context::format_entry(memory)));
+                }
+            })
+            .await;
         }
         Ok(())
     }
+}
+
+/// Checks that `path` is a source of `kind` and lies under one of `roots` (all of them when
+/// there are none), once symbolic links are resolved: its canonical path.
+fn open_source(
+    kind: ConnectorKind,
+    path: &Path,
+    roots: Option<&[PathBuf]>,
+) -> Result<PathBuf, sources::SourceError> {
+    // The roots first: a path outside them is refused whatever it is.
+    let canonical = sources::canonical(path)?;
+    if let Some(roots) = roots
+        && !roots.iter().any(|root| canonical.starts_with(root))
+    {
+        return Err(sources::SourceError::OutsideRoots(path.to_path_buf(), canonical));
+    }
+    match kind {
+        ConnectorKind::Folder => sources::check_folder(&canonical)?,
+        ConnectorKind::Git => sources::check_git(&canonical)?,
+    }
+    Ok(canonical)
 }
 
 fn imported_memory(
@@ -287,4 +342,178 @@ fn imported_memory(
 
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(work).await.expect("blocking source reads do not panic")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Arc;
+
+    use cairn_store::conformance::{FailingSyncStore, InjectedFailure};
+    use cairn_store::{MemoryFilter, Store};
+    use cairn_store_sqlite::SqliteStore;
+    use cairn_types::{ConnectorKind, ConnectorStatus, MemoryListQuery, NewConnector, SyncStatus};
+
+    use super::BATCH;
+    use crate::{Engine, Error};
+
+    /// A folder of `count` Markdown files, one section each: `count` pieces.
+    fn folder_of_notes(count: usize) -> tempfile::TempDir {
+        let folder = tempfile::tempdir().unwrap();
+        for n in 0..count {
+            let text = format!("# Note {n}\nRemember item number {n}.\n");
+            std::fs::write(folder.path().join(format!("{n:04}.md")), text).unwrap();
+        }
+        folder
+    }
+
+    fn new_folder(path: &std::path::Path) -> NewConnector {
+        NewConnector {
+            kind: ConnectorKind::Folder,
+            path: path.display().to_string(),
+            name: None,
+            scope: None,
+            repo: Some("notes".to_owned()),
+            max_commits: None,
+        }
+    }
+
+    /// Every live memory's content, checked to hold no copies.
+    async fn live_contents(engine: &Engine) -> HashSet<String> {
+        let query = MemoryListQuery { limit: Some(500), ..MemoryListQuery::default() };
+        let mut contents = Vec::new();
+        let mut offset = 0;
+        loop {
+            let query = MemoryListQuery { offset: Some(offset), ..query.clone() };
+            let page = engine.list_memories(query).await.unwrap();
+            if page.memories.is_empty() {
+                break;
+            }
+            offset += page.memories.len() as u64;
+            contents.extend(page.memories.into_iter().map(|memory| memory.content));
+        }
+        let unique: HashSet<String> = contents.iter().cloned().collect();
+        assert_eq!(unique.len(), contents.len(), "no piece is imported twice");
+        unique
+    }
+
+    fn expected_contents(count: usize) -> HashSet<String> {
+        (0..count).map(|n| format!("Note {n}\n\nRemember item number {n}.")).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sync_that_fails_part_way_is_finished_by_the_next_without_copies() {
+        for failure in [InjectedFailure::BeforeCommit, InjectedFailure::AfterCommit] {
+            let count = 2 * BATCH + 100;
+            let notes = folder_of_notes(count);
+            let directory = tempfile::tempdir().unwrap();
+            let sqlite: Arc<dyn Store> =
+                Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap());
+            let failing = Arc::new(FailingSyncStore::new(sqlite.clone(), 2, failure));
+            let engine = Engine::new(failing.clone());
+            let connector = engine.add_connector(new_folder(notes.path())).await.unwrap();
+
+            let failed = engine.sync_connector(&connector.id, "system:test").await;
+            assert!(matches!(failed, Err(Error::Store(_))), "{failure:?}: {failed:?}");
+            let applied = match failure {
+                InjectedFailure::BeforeCommit => BATCH,
+                InjectedFailure::AfterCommit => 2 * BATCH,
+            };
+            assert_eq!(live_contents(&engine).await.len(), applied, "{failure:?}");
+            let health = engine.connector_health(&connector.id).await.unwrap();
+            assert_eq!(health.status, ConnectorStatus::Error);
+            let report = health.last_sync.expect("the failed sync is reported");
+            assert_eq!(report.status, SyncStatus::Error);
+            assert_eq!(report.imported, BATCH as u64, "what the first batch imported");
+            let error = report.error.unwrap();
+            assert!(error.contains("stopped part way"), "{error}");
+            assert!(!error.contains("injected"), "storage's words stay in the log: {error}");
+
+            let retried = engine.sync_connector(&connector.id, "system:test").await.unwrap();
+            assert_eq!(retried.status, SyncStatus::Ok);
+            assert_eq!(
+                (retried.imported, retried.unchanged),
+                ((count - applied) as u64, applied as u64),
+                "{failure:?}: the retry imports the rest alone"
+            );
+            assert_eq!(live_contents(&engine).await, expected_contents(count), "{failure:?}");
+            assert_eq!(sqlite.count_memories().await.unwrap(), count as u64);
+            assert_eq!(sqlite.connector_items(&connector.id).await.unwrap().len(), count);
+            let health = engine.connector_health(&connector.id).await.unwrap();
+            assert_eq!((health.status, health.memories), (ConnectorStatus::Ok, count as u64));
+            let batches = match failure {
+                // Two batches before the failure; the retry's 350 pieces take two more.
+                InjectedFailure::BeforeCommit => 4,
+                // The second batch was applied: the retry's 100 pieces take one more.
+                InjectedFailure::AfterCommit => 3,
+            };
+            assert_eq!(failing.batches(), batches, "{failure:?}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removal_that_fails_part_way_is_finished_by_the_next() {
+        let count = BATCH + 10;
+        let notes = folder_of_notes(count);
+        let directory = tempfile::tempdir().unwrap();
+        let sqlite: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap());
+        // Batches 1 and 2 are the sync's; 3 and 4 the removal's.
+        let failing =
+            Arc::new(FailingSyncStore::new(sqlite.clone(), 4, InjectedFailure::BeforeCommit));
+        let engine = Engine::new(failing);
+        let connector = engine.add_connector(new_folder(notes.path())).await.unwrap();
+        engine.sync_connector(&connector.id, "system:test").await.unwrap();
+
+        let failed = engine.remove_connector(&connector.id, "system:test").await;
+        assert!(matches!(failed, Err(Error::Store(_))), "{failed:?}");
+        assert_eq!(sqlite.count_memories().await.unwrap(), 10, "the first batch was archived");
+        engine.get_connector(&connector.id).await.expect("the connector is still there");
+        let removed = engine.remove_connector(&connector.id, "system:test").await.unwrap();
+        assert_eq!(removed.archived_memories, 10);
+        assert_eq!(sqlite.count_memories().await.unwrap(), 0);
+        let archived = MemoryFilter { include_archived: true, ..MemoryFilter::default() };
+        let all = sqlite.list_memories(&archived, 500, 0).await.unwrap();
+        assert_eq!(all.total, count as u64, "archived, not deleted, and none twice");
+        assert!(matches!(
+            engine.get_connector(&connector.id).await,
+            Err(Error::ConnectorNotFound(_))
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn connectors_read_only_under_the_roots_whatever_links_say() {
+        let roots = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(roots.path()).unwrap();
+        std::fs::create_dir(root.join("docs")).unwrap();
+        std::fs::write(root.join("docs/a.md"), "# A\nInside.\n").unwrap();
+        std::fs::write(outside.path().join("secret.md"), "# Secret\nOutside.\n").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("link")).unwrap();
+
+        let directory = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap());
+        let engine = Engine::new(store.clone()).with_connector_roots(vec![root.clone()]);
+
+        for refused in [outside.path().to_path_buf(), root.join("link"), root.join("docs/../link")]
+        {
+            let error = engine.add_connector(new_folder(&refused)).await.unwrap_err();
+            let Error::Invalid { field, reason } = &error else { panic!("{error:?}") };
+            assert_eq!(*field, "path");
+            assert!(reason.contains("outside the folders"), "{reason}");
+            assert!(reason.contains("--connector-root"), "says how to allow it: {reason}");
+        }
+        assert!(store.list_connectors().await.unwrap().is_empty(), "nothing was added");
+
+        let docs = engine.add_connector(new_folder(&root.join("docs"))).await.unwrap();
+        assert_eq!(docs.path, root.join("docs").display().to_string());
+        // The folder becomes a link out of the roots after it was added: the sync refuses it.
+        std::fs::rename(root.join("docs"), root.join("docs-old")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("docs")).unwrap();
+        let report = engine.sync_connector(&docs.id, "system:test").await.unwrap();
+        assert_eq!(report.status, SyncStatus::Error);
+        assert!(report.error.unwrap().contains("outside the folders"));
+        assert_eq!(store.count_memories().await.unwrap(), 0, "nothing outside was read");
+    }
 }

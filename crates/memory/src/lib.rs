@@ -128,6 +128,8 @@ pub struct Engine {
     decisions: Arc<tokio::sync::Mutex<()>>,
     semantic: Option<Arc<semantic::Semantic>>,
     clock: Clock,
+    /// The folders connectors may read (canonical); `None`: any.
+    connector_roots: Option<Arc<[std::path::PathBuf]>>,
 }
 
 impl Engine {
@@ -143,6 +145,7 @@ impl Engine {
             decisions: Arc::default(),
             semantic: None,
             clock: Arc::new(Timestamp::now),
+            connector_roots: None,
         }
     }
 
@@ -155,6 +158,12 @@ impl Engine {
 
     pub(crate) fn now(&self) -> Timestamp {
         (self.clock)()
+    }
+
+    /// Lets connectors read only under `roots` (canonical paths; see `connectors.rs`).
+    pub fn with_connector_roots(mut self, roots: Vec<std::path::PathBuf>) -> Engine {
+        self.connector_roots = Some(roots.into());
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -71,21 +71,70 @@ impl SourceItem {
     }
 }
 
-/// Why a source cannot be read.
+/// Why a source cannot be read. `Display` gives every detail, for the daemon's log;
+/// [`SourceError::public_message`] what a client is told.
 #[derive(Debug)]
 pub(crate) enum SourceError {
     /// The path does not exist.
     NotFound(PathBuf),
     /// The path exists but is a file (or something else), not a directory.
     NotADirectory(PathBuf),
+    /// The path (as given, then resolved) lies outside the folders connectors may read.
+    OutsideRoots(PathBuf, PathBuf),
     /// The path is not a git repository with commits; the text says why, in git's words when
     /// git gave any.
     NotAGitRepository(PathBuf, String),
+    /// The path is a git repository whose current branch has no commits yet.
+    EmptyRepository(PathBuf),
     /// Reading this file or directory failed.
     Io(PathBuf, io::Error),
-    /// Git could not be run, or failed on a repository that passed the checks; the text is a
-    /// whole sentence.
-    Git(String),
+    /// Git could not be run at all.
+    GitMissing(io::Error),
+    /// Git failed on a repository that passed the checks: its error output.
+    Git(PathBuf, String),
+}
+
+impl SourceError {
+    /// What a client is told: what is wrong and what to do, in Cairn's words, never the
+    /// operating system's or git's (those go to the daemon's log).
+    pub(crate) fn public_message(&self) -> String {
+        match self {
+            SourceError::NotFound(path) => format!("`{}` does not exist", path.display()),
+            SourceError::NotADirectory(path) => {
+                format!("`{}` is not a directory", path.display())
+            }
+            SourceError::OutsideRoots(path, _) => format!(
+                "`{}` is outside the folders this daemon lets connectors read; its owner can \
+                 allow more with --connector-root (SERVICE_CONNECTOR_ROOTS)",
+                path.display()
+            ),
+            SourceError::NotAGitRepository(path, _) => format!(
+                "`{}` is not a git repository (give the top folder of a repository with commits)",
+                path.display()
+            ),
+            SourceError::EmptyRepository(path) => format!(
+                "`{}` is a git repository with no commits yet on its current branch",
+                path.display()
+            ),
+            SourceError::Io(path, error) if error.kind() == io::ErrorKind::PermissionDenied => {
+                format!(
+                    "`{}` cannot be read: the daemon's account has no permission",
+                    path.display()
+                )
+            }
+            SourceError::Io(path, _) => {
+                format!("`{}` cannot be read (the daemon's log says why)", path.display())
+            }
+            SourceError::GitMissing(_) => {
+                "git cannot be run by the daemon; install git and make sure it is on its PATH"
+                    .to_owned()
+            }
+            SourceError::Git(path, _) => format!(
+                "git could not read the history of `{}` (the daemon's log has git's message)",
+                path.display()
+            ),
+        }
+    }
 }
 
 impl fmt::Display for SourceError {
@@ -95,13 +144,27 @@ impl fmt::Display for SourceError {
             SourceError::NotADirectory(path) => {
                 write!(f, "`{}` is not a directory", path.display())
             }
+            SourceError::OutsideRoots(path, canonical) => write!(
+                f,
+                "`{}` (`{}`) is outside the connector roots",
+                path.display(),
+                canonical.display()
+            ),
             SourceError::NotAGitRepository(path, reason) => write!(
                 f,
                 "`{}` is not a git repository (no commits can be read: {reason})",
                 path.display()
             ),
+            SourceError::EmptyRepository(path) => write!(
+                f,
+                "`{}` is a git repository, and empty: its current branch has no commits yet",
+                path.display()
+            ),
             SourceError::Io(path, error) => write!(f, "cannot read `{}`: {error}", path.display()),
-            SourceError::Git(message) => f.write_str(message),
+            SourceError::GitMissing(error) => write!(f, "cannot run `git`: {error}"),
+            SourceError::Git(path, message) => {
+                write!(f, "`git log` failed in `{}`: {message}", path.display())
+            }
         }
     }
 }
@@ -109,10 +172,20 @@ impl fmt::Display for SourceError {
 impl std::error::Error for SourceError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            SourceError::Io(_, error) => Some(error),
+            SourceError::Io(_, error) | SourceError::GitMissing(error) => Some(error),
             _ => None,
         }
     }
+}
+
+/// `path` with every symbolic link resolved.
+pub(crate) fn canonical(path: &Path) -> Result<PathBuf, SourceError> {
+    fs::canonicalize(path).map_err(|error| match error.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => {
+            SourceError::NotFound(path.to_path_buf())
+        }
+        _ => io_error(path, error),
+    })
 }
 
 fn io_error(path: &Path, error: io::Error) -> SourceError {
@@ -613,11 +686,7 @@ pub(crate) fn read_git(
         "--",
     ]))?;
     if !output.status.success() {
-        return Err(SourceError::Git(format!(
-            "`git log` failed in `{}`: {}",
-            repository.display(),
-            stderr_text(&output)
-        )));
+        return Err(SourceError::Git(repository.to_path_buf(), stderr_text(&output)));
     }
     Ok(parse_log(&String::from_utf8_lossy(&output.stdout)))
 }
@@ -631,16 +700,14 @@ fn open_git(repository: &Path) -> Result<PathBuf, SourceError> {
         return Ok(canonical);
     }
     let is_repository = run(git(&canonical).args(["rev-parse", "--git-dir"]))?.status.success();
-    let reason = if is_repository
+    if is_repository
         && !run(git(&canonical).args(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]))?
             .status
             .success()
     {
-        "the repository is empty: its current branch has no commits yet".to_string()
-    } else {
-        stderr_text(&output)
-    };
-    Err(SourceError::NotAGitRepository(repository.to_path_buf(), reason))
+        return Err(SourceError::EmptyRepository(repository.to_path_buf()));
+    }
+    Err(SourceError::NotAGitRepository(repository.to_path_buf(), stderr_text(&output)))
 }
 
 /// A git command on `repository` (a canonical path), isolated from the caller's git
@@ -670,11 +737,7 @@ fn git(repository: &Path) -> Command {
 }
 
 fn run(command: &mut Command) -> Result<Output, SourceError> {
-    command.output().map_err(|error| {
-        SourceError::Git(format!(
-            "cannot run `git` ({error}); install git and make sure it is on the PATH"
-        ))
-    })
+    command.output().map_err(SourceError::GitMissing)
 }
 
 /// Git's error output on one line without its `fatal: ` and `error: ` prefixes, or the exit
@@ -1218,13 +1281,51 @@ mod tests {
         fs::create_dir(&empty).unwrap();
         git_in(&empty, &["init", "-q"], "2024-01-01T10:00:00+00:00");
         let error = check_git(&empty).unwrap_err();
-        assert!(matches!(&error, SourceError::NotAGitRepository(path, _) if *path == empty));
-        assert!(error.to_string().contains("has no commits yet"), "{error}");
+        assert!(matches!(&error, SourceError::EmptyRepository(path) if *path == empty));
+        assert!(error.public_message().contains("no commits yet"), "{error}");
 
         assert!(matches!(
             check_git(&directory.path().join("missing")),
             Err(SourceError::NotFound(_))
         ));
+    }
+
+    #[test]
+    fn clients_are_told_what_is_wrong_in_cairns_words_alone() {
+        let directory = tempfile::tempdir().unwrap();
+        let plain = directory.path().join("plain");
+        fs::create_dir(&plain).unwrap();
+        let error = check_git(&plain).unwrap_err();
+        let told = error.public_message();
+        assert!(told.contains("is not a git repository"), "{told}");
+        assert!(
+            !told.contains("fatal") && !told.contains(".git"),
+            "git's words stay in the log: {told}"
+        );
+        assert!(error.to_string().contains("not a git repository"), "the log has git's words");
+
+        let io = SourceError::Io(
+            plain.join("a.md"),
+            io::Error::other("Input/output error (os error 5) at inode 1234"),
+        );
+        let told = io.public_message();
+        assert_eq!(
+            told,
+            format!(
+                "`{}` cannot be read (the daemon's log says why)",
+                plain.join("a.md").display()
+            )
+        );
+        let denied =
+            SourceError::Io(plain.clone(), io::Error::from(io::ErrorKind::PermissionDenied));
+        assert!(denied.public_message().contains("no permission"));
+        let git =
+            SourceError::Git(plain.clone(), "bad object 0123abc in /srv/secret/.git".to_owned());
+        assert!(!git.public_message().contains("/srv/secret"), "{}", git.public_message());
+        let missing = SourceError::GitMissing(io::Error::from(io::ErrorKind::NotFound));
+        assert!(missing.public_message().contains("install git"));
+        let outside = SourceError::OutsideRoots(plain.clone(), PathBuf::from("/etc"));
+        assert!(!outside.public_message().contains("/etc"), "where a link leads is not told");
     }
 
     #[test]

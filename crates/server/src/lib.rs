@@ -12,9 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod body;
+mod connections;
 mod openapi;
+mod peer;
 
-use cairn_api::{ApiError, ClientAddr, MemoryApi, RateClass, ResponseBody};
+use cairn_api::{ApiError, ClientAddr, MemoryApi, PeerAccount, RateClass, ResponseBody};
 use cairn_mcp::McpHttp;
 use http_body::Body as _;
 
@@ -45,6 +47,15 @@ pub struct ServerConfig {
     /// How many requests one address may be sending bodies for at once; more are answered
     /// 429 at once, so slow senders cannot take every connection.
     pub max_body_reads_per_address: usize,
+    /// How many connections one client address (an IPv6 client's /64) may hold at once, so
+    /// one caller cannot take every one of `max_connections`; 0 for no limit (behind a
+    /// reverse proxy, every connection comes from its address). Past it, a connection gets
+    /// one 429 answer and is closed.
+    pub max_connections_per_address: usize,
+    /// Look up which local account each connection comes from in the kernel's socket table
+    /// (Linux), and tell the handlers ([`cairn_api::PeerAccount`]): the solo profile serves
+    /// its owner alone without credentials.
+    pub identify_local_accounts: bool,
 }
 
 impl Default for ServerConfig {
@@ -55,9 +66,14 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_body_reads_per_address: 16,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            identify_local_accounts: false,
         }
     }
 }
+
+/// A quarter of the default 1,024 connections: four callers are needed to fill them.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 
 pub use crate::openapi::{document as openapi_document, openapi_json};
 
@@ -166,9 +182,13 @@ impl Services {
         &self,
         mut request: Request<GuardedBody>,
         peer: SocketAddr,
+        account: Option<PeerAccount>,
     ) -> Response<ResponseBody> {
         let started = Instant::now();
         request.extensions_mut().insert(ClientAddr(peer));
+        if let Some(account) = account {
+            request.extensions_mut().insert(account);
+        }
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(&path));
         if runtime.is_some() {
@@ -195,6 +215,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let body_slots = Arc::new(body::BodySlots::new(config.max_body_reads_per_address));
     let connection_slots = Arc::new(Semaphore::new(config.max_connections));
+    let per_address = connections::AddressSlots::new(config.max_connections_per_address);
+    let refusals = Arc::new(Semaphore::new(connections::MAX_REFUSALS_AT_ONCE));
+    let owner = local_accounts_owner(config.identify_local_accounts);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
     builder
@@ -224,42 +247,14 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let Some(address_slot) = per_address.take(peer.ip()) else {
+            // The global slot goes back at once; the refusal has a small budget of its own.
+            drop(permit);
+            connections::refuse(stream, peer, per_address.limit(), &refusals);
+            continue;
+        };
         let services = services.clone();
         let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
-        let service = service_fn(move |request: Request<Incoming>| {
-            let services = services.clone();
-            let slot = match request.body().is_end_stream() {
-                true => Ok(None),
-                false => slots.take(peer.ip()).map(Some).ok_or(()),
-            };
-            let request =
-                slot.map(|slot| request.map(|body| GuardedBody::new(body, body_timeout, slot)));
-            async move {
-                let Ok(request) = request else {
-                    let message = format!(
-                        "too many requests are sending their bodies from {} at once; finish those first",
-                        peer.ip()
-                    );
-                    let mut response = ApiError::new(ErrorCode::RateLimited, message)
-                        .with_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"))
-                        .into_response();
-                    response
-                        .headers_mut()
-                        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-                    return Ok::<_, Infallible>(response);
-                };
-                if request.method() == http::Method::GET {
-                    return Ok::<_, Infallible>(services.handle(request, peer).await);
-                }
-                // A handler that may write runs to completion even when its client goes
-                // away, so a committed write also finishes what follows it. Reads need not.
-                let handled = tokio::spawn(async move { services.handle(request, peer).await });
-                Ok(handled.await.unwrap_or_else(|error| {
-                    tracing::error!(%error, "request handler failed");
-                    ApiError::new(ErrorCode::InternalError, "internal error").into_response()
-                }))
-            }
-        });
         let (builder, watcher, first_byte_timeout) =
             (builder.clone(), graceful.watcher(), config.header_read_timeout);
         tokio::spawn(async move {
@@ -270,11 +265,44 @@ pub async fn serve(
                 Ok(Ok(read)) if read > 0 => {}
                 _ => return,
             }
+            let account = match (owner, stream.local_addr()) {
+                (Some(owner), Ok(local)) => Some(
+                    tokio::task::spawn_blocking(move || peer::account_of(peer, local, owner))
+                        .await
+                        .unwrap_or(PeerAccount::Unknown),
+                ),
+                _ => None,
+            };
+            let service = service_fn(move |request: Request<Incoming>| {
+                let services = services.clone();
+                let slot = match request.body().is_end_stream() {
+                    true => Ok(None),
+                    false => slots.take(peer.ip()).map(Some).ok_or(()),
+                };
+                let request =
+                    slot.map(|slot| request.map(|body| GuardedBody::new(body, body_timeout, slot)));
+                async move {
+                    let Ok(request) = request else {
+                        return Ok::<_, Infallible>(too_many_bodies(peer));
+                    };
+                    if request.method() == http::Method::GET {
+                        return Ok::<_, Infallible>(services.handle(request, peer, account).await);
+                    }
+                    // A handler that may write runs to completion even when its client goes
+                    // away, so a committed write also finishes what follows it. Reads need not.
+                    let handled =
+                        tokio::spawn(async move { services.handle(request, peer, account).await });
+                    Ok(handled.await.unwrap_or_else(|error| {
+                        tracing::error!(%error, "request handler failed");
+                        ApiError::new(ErrorCode::InternalError, "internal error").into_response()
+                    }))
+                }
+            });
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             if let Err(error) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
-            drop(permit);
+            drop((permit, address_slot));
         });
     }
 
@@ -289,6 +317,43 @@ pub async fn serve(
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
     }
     Ok(())
+}
+
+/// The answer to a request whose address is sending too many bodies at once.
+fn too_many_bodies(peer: SocketAddr) -> Response<ResponseBody> {
+    let message = format!(
+        "too many requests are sending their bodies from {} at once; finish those first",
+        peer.ip()
+    );
+    let mut response = ApiError::new(ErrorCode::RateLimited, message)
+        .with_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"))
+        .into_response();
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
+}
+
+/// The daemon's uid when connections' local accounts are to be identified and can be.
+fn local_accounts_owner(wanted: bool) -> Option<u32> {
+    if !wanted {
+        return None;
+    }
+    if !cfg!(target_os = "linux") {
+        tracing::warn!(
+            "this system has no socket table to tell local accounts apart: the solo profile \
+             serves every local account without credentials"
+        );
+        return None;
+    }
+    let owner = peer::effective_uid();
+    if owner.is_none() {
+        tracing::warn!(
+            "cannot read this process's uid from /proc/self/status: the solo profile serves \
+             every local account without credentials"
+        );
+    }
+    owner
 }
 
 fn is_connection_error(error: &io::Error) -> bool {

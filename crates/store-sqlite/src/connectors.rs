@@ -1,10 +1,8 @@
 //! Connectors and the pieces they imported, in SQLite.
 
-use std::sync::atomic::Ordering;
-
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, ConnectorItem, ConnectorStore, MemoryChange, Result, StoreError, SyncBatch,
+    Audit, BatchApplied, ConnectorItem, ConnectorStore, MemoryChange, Result, StoreError, SyncBatch,
 };
 use cairn_types::{Connector, ConnectorKind, Timestamp};
 use rusqlite::{OptionalExtension, Row, params};
@@ -163,54 +161,106 @@ impl ConnectorStore for SqliteStore {
         batch: &SyncBatch,
         at: Timestamp,
         actor: &str,
-    ) -> Result<()> {
+    ) -> Result<BatchApplied> {
         let (connector_id, batch, actor) =
             (connector_id.to_owned(), batch.clone(), actor.to_owned());
-        let live_change = self
-            .write(move |tx| {
-                let mut live_change: i64 = 0;
-                let import = Audit { actor: &actor, action: "import" };
-                let remember_item = |key: &str, memory_id: &str, hash: &str| {
-                    tx.prepare_cached(
-                        "INSERT INTO connector_items (connector_id, key, memory_id, content_hash) VALUES (?1, ?2, ?3, ?4) \
-                         ON CONFLICT (connector_id, key) DO UPDATE SET memory_id = ?3, content_hash = ?4",
-                    )
-                    .map_err(sql)?
-                    .execute(params![connector_id, key, memory_id, hash])
-                    .map_err(sql)
-                };
-                for (memory, key, hash) in &batch.inserts {
-                    insert_memory_row(tx, memory, &import)?;
-                    remember_item(key, &memory.id, hash)?;
-                    live_change += i64::from(memory.archived_at.is_none());
+        self.write_counted(move |tx| apply_batch(tx, &connector_id, &batch, at, &actor)).await
+    }
+}
+
+/// One sync batch in `tx`, checked against the items as they are now (see
+/// [`ConnectorStore::apply_sync_batch`]): what it changed, and the change in live memories.
+fn apply_batch(
+    tx: &rusqlite::Transaction<'_>,
+    connector_id: &str,
+    batch: &SyncBatch,
+    at: Timestamp,
+    actor: &str,
+) -> Result<(BatchApplied, i64)> {
+    let mut applied = BatchApplied::default();
+    let mut live_change: i64 = 0;
+    let import = Audit { actor, action: "import" };
+    let stored_item = |key: &str| -> Result<Option<(String, String)>> {
+        tx.prepare_cached(
+            "SELECT memory_id, content_hash FROM connector_items WHERE connector_id = ?1 AND key = ?2",
+        )
+        .map_err(sql)?
+        .query_row(params![connector_id, key], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()
+        .map_err(sql)
+    };
+    let remember_item = |key: &str, memory_id: &str, hash: &str| {
+        tx.prepare_cached(
+            "INSERT INTO connector_items (connector_id, key, memory_id, content_hash) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (connector_id, key) DO UPDATE SET memory_id = ?3, content_hash = ?4",
+        )
+        .map_err(sql)?
+        .execute(params![connector_id, key, memory_id, hash])
+        .map_err(sql)
+    };
+    let new_text = |memory_id: &str, content: &str| {
+        let change = MemoryChange { content: Some(content.to_owned()), ..MemoryChange::default() };
+        update_memory_row(tx, memory_id, &change, at, &import)
+    };
+    for (memory, key, hash) in &batch.inserts {
+        match stored_item(key)? {
+            // Imported already (a retried batch): the memory follows the piece, once.
+            Some((memory_id, stored)) if crate::read_memory(tx, &memory_id)?.is_some() => {
+                if stored != *hash {
+                    new_text(&memory_id, &memory.content)?;
+                    remember_item(key, &memory_id, hash)?;
+                    applied.updated += 1;
                 }
-                for update in &batch.updates {
-                    let change = MemoryChange { content: Some(update.content.clone()), ..MemoryChange::default() };
-                    update_memory_row(tx, &update.memory_id, &change, at, &import)?;
-                    remember_item(&update.key, &update.memory_id, &update.content_hash)?;
-                }
-                let archive = Audit { actor: &actor, action: "archive" };
-                for removed in &batch.removals {
-                    let change = MemoryChange { archived_at: Some(Some(at)), ..MemoryChange::default() };
-                    let current = crate::read_memory(tx, &removed.memory_id)?;
-                    if current.is_some_and(|memory| memory.archived_at.is_none()) {
-                        update_memory_row(tx, &removed.memory_id, &change, at, &archive)?;
-                        live_change -= 1;
-                    }
-                    tx.execute(
-                        "DELETE FROM connector_items WHERE connector_id = ?1 AND key = ?2",
-                        params![connector_id, removed.key],
-                    )
-                    .map_err(sql)?;
-                }
-                Ok(live_change)
-            })
-            .await?;
-        if live_change >= 0 {
-            self.writer.live_memories.fetch_add(live_change as u64, Ordering::Relaxed);
-        } else {
-            crate::subtract(&self.writer.live_memories, live_change.unsigned_abs());
+            }
+            _ => {
+                insert_memory_row(tx, memory, &import)?;
+                remember_item(key, &memory.id, hash)?;
+                live_change += i64::from(memory.archived_at.is_none());
+                applied.imported += 1;
+            }
         }
-        Ok(())
+    }
+    for update in &batch.updates {
+        let Some((memory_id, stored)) = stored_item(&update.key)? else { continue };
+        if stored != update.content_hash && new_text(&memory_id, &update.content)?.is_some() {
+            remember_item(&update.key, &memory_id, &update.content_hash)?;
+            applied.updated += 1;
+        }
+    }
+    let archive = Audit { actor, action: "archive" };
+    for removed in &batch.removals {
+        let Some((memory_id, _)) = stored_item(&removed.key)? else { continue };
+        let current = crate::read_memory(tx, &memory_id)?;
+        if current.is_some_and(|memory| memory.archived_at.is_none()) {
+            let change = MemoryChange { archived_at: Some(Some(at)), ..MemoryChange::default() };
+            update_memory_row(tx, &memory_id, &change, at, &archive)?;
+            live_change -= 1;
+        }
+        tx.execute(
+            "DELETE FROM connector_items WHERE connector_id = ?1 AND key = ?2",
+            params![connector_id, removed.key],
+        )
+        .map_err(sql)?;
+        applied.archived += 1;
+    }
+    Ok((applied, live_change))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::SqliteStore;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite_connectors_pass_the_conformance_checks() {
+        let directory = tempfile::tempdir().unwrap();
+        let mut n = 0;
+        cairn_store::conformance::run_connectors(|| {
+            n += 1;
+            let path = directory.path().join(format!("connectors-{n}.db"));
+            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn cairn_store::Store> }
+        })
+        .await;
     }
 }

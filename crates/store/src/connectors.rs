@@ -22,6 +22,17 @@ pub struct ItemUpdate {
     pub content_hash: String,
 }
 
+/// What a batch changed, as the store found it when applying it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchApplied {
+    /// Pieces stored as new memories.
+    pub imported: u64,
+    /// Pieces whose memory got new text.
+    pub updated: u64,
+    /// Pieces forgotten, their memories archived.
+    pub archived: u64,
+}
+
 /// Part of a sync, applied in one transaction.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SyncBatch {
@@ -53,12 +64,19 @@ pub trait ConnectorStore: Send + Sync {
     async fn connector_memory_count(&self, id: &str) -> Result<u64>;
 
     /// Applies part of a sync in one transaction, with an `import` (or `archive`) audit entry
-    /// by `actor` for every memory it touches.
+    /// by `actor` for every memory it touches, and says what it changed.
+    ///
+    /// Idempotent, against the items as they are when the transaction runs, so a batch
+    /// applied twice (a retry after a failure, a sync that read the items before another
+    /// finished) changes nothing the second time and never duplicates a memory: an insert
+    /// whose key the connector has already imported updates that memory when its content
+    /// hash differs and is skipped otherwise; an update whose hash is already stored is
+    /// skipped; a removal of a key the connector no longer has is skipped.
     async fn apply_sync_batch(
         &self,
         connector_id: &str,
         batch: &SyncBatch,
         at: Timestamp,
         actor: &str,
-    ) -> Result<()>;
+    ) -> Result<BatchApplied>;
 }

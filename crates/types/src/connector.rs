@@ -69,8 +69,7 @@ pub struct Connector {
 pub struct SyncReport {
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
-    /// `ok` or `error`.
-    pub status: String,
+    pub status: SyncStatus,
     /// New pieces stored as memories.
     pub imported: u64,
     /// Pieces whose text changed; their memories were updated.
@@ -81,6 +80,72 @@ pub struct SyncReport {
     /// Files passed over (too large, not UTF-8).
     pub skipped: u64,
     pub error: Option<String>,
+}
+
+/// How a sync ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncStatus {
+    /// The source was read and every change applied.
+    Ok,
+    /// The source could not be read, or the sync stopped part way; `error` says why. What
+    /// was applied stays, and the next sync applies the rest.
+    Error,
+}
+
+impl SyncStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncStatus::Ok => "ok",
+            SyncStatus::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for SyncStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A connector's state, as its health check reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectorStatus {
+    /// Added and never synced.
+    NeverSynced,
+    /// A sync is under way (see `progress`).
+    Syncing,
+    /// The last sync applied every change.
+    Ok,
+    /// The last sync failed or stopped part way.
+    Error,
+}
+
+impl ConnectorStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectorStatus::NeverSynced => "never_synced",
+            ConnectorStatus::Syncing => "syncing",
+            ConnectorStatus::Ok => "ok",
+            ConnectorStatus::Error => "error",
+        }
+    }
+}
+
+impl From<SyncStatus> for ConnectorStatus {
+    fn from(status: SyncStatus) -> ConnectorStatus {
+        match status {
+            SyncStatus::Ok => ConnectorStatus::Ok,
+            SyncStatus::Error => ConnectorStatus::Error,
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectorStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Progress of a sync under way.
@@ -96,8 +161,7 @@ pub struct SyncProgress {
 #[serde(rename_all = "camelCase")]
 pub struct ConnectorHealth {
     pub id: String,
-    /// `never_synced`, `syncing`, `ok` or `error` (the last sync failed).
-    pub status: String,
+    pub status: ConnectorStatus,
     pub last_sync_at: Option<Timestamp>,
     pub last_sync: Option<SyncReport>,
     /// Present while a sync runs.

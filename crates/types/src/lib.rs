@@ -22,8 +22,8 @@ pub use auth::{
     ApiKey, ConversationToken, ConversationTokenRecord, ConversationTokenRequest, Role,
 };
 pub use connector::{
-    Connector, ConnectorHealth, ConnectorKind, ConnectorList, NewConnector, RemovedConnector,
-    SyncProgress, SyncReport,
+    Connector, ConnectorHealth, ConnectorKind, ConnectorList, ConnectorStatus, NewConnector,
+    RemovedConnector, SyncProgress, SyncReport, SyncStatus,
 };
 pub use context::{CodingContext, CodingContextRequest, ContextPack, ContextRequest, FileContext};
 pub use dream::{

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cairn_types::{
     ApiKey, ConflictSide, ConflictStatus, Connector, ConnectorKind, IdPrefix, JsonObject, Memory,
-    Outcome, PatchEvidence, Role, Scope, Status, SyncReport, Timestamp, new_id,
+    Outcome, PatchEvidence, Role, Scope, Status, SyncReport, SyncStatus, Timestamp, new_id,
 };
 
 use crate::{
@@ -640,7 +640,7 @@ async fn connectors_keep_their_items_in_step(store: Arc<dyn Store>) {
     let report = SyncReport {
         started_at: Timestamp::from_millis(3),
         finished_at: Timestamp::from_millis(4),
-        status: "ok".to_owned(),
+        status: SyncStatus::Ok,
         imported: 2,
         updated: 1,
         unchanged: 0,
@@ -855,7 +855,9 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
     );
 }
 
+mod connectors;
 mod conversations;
 
+pub use connectors::{FailingSyncStore, InjectedFailure, run_connectors};
 use conversations::create;
 pub use conversations::{run_conversations, sample_conversation};
