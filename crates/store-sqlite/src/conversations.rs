@@ -633,7 +633,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
         let conversation = sample_conversation("agent-a", 1_000);
-        let kind = |n: u64| if n % 5 == 0 { "message" } else { "activity" };
+        let kind = |n: u64| if n.is_multiple_of(5) { "message" } else { "activity" };
         let events: Vec<NewEvent> = (0..10_000)
             .map(|n| NewEvent { kind: kind(n).to_owned(), data: serde_json::json!({"n": n}) })
             .collect();

@@ -332,7 +332,7 @@ async fn commits_append_gapless_and_move_the_conversation(store: Arc<dyn Convers
 async fn bounded_reads_return_only_what_they_ask_for(store: Arc<dyn ConversationStore>) {
     let conversation = sample_conversation("agent-a", 1_000);
     // Offsets 0..10: messages at even offsets, activities at odd ones.
-    let kinds = |n: u64| if n % 2 == 0 { "message" } else { "activity" };
+    let kinds = |n: u64| if n.is_multiple_of(2) { "message" } else { "activity" };
     let log =
         create(&store, &conversation, &(0..10).map(|n| new_event(kinds(n), n)).collect::<Vec<_>>())
             .await;
