@@ -390,7 +390,6 @@ impl RuntimeHandler {
             Ok((operation, id)) => (operation, id.map(str::to_owned)),
             Err(error) => return error.into_response(),
         };
-        let principal = principal.unwrap_or_else(|| inner.streams.principal_of(&parts));
         match self.dispatch(operation, id, &parts, body, principal).await {
             Ok(response) => response,
             Err(error) => error.into_response(),
@@ -403,7 +402,7 @@ impl RuntimeHandler {
         id: Option<String>,
         parts: &Parts,
         body: B,
-        principal: String,
+        principal: Option<String>,
     ) -> Result<Response<ResponseBody>, ApiError>
     where
         B: http_body::Body,
@@ -527,6 +526,7 @@ impl RuntimeHandler {
                     Some(offset) => Some(offset),
                     None => last_event_id(parts)?,
                 };
+                let principal = principal.unwrap_or_else(|| inner.streams.principal_of(parts));
                 let permit = inner.streams.open(principal)?;
                 sse::stream_events(
                     runtime.clone(),
