@@ -184,7 +184,7 @@ async fn runtime_operations_round_trip_through_the_client() {
     assert_eq!(offsets, (0..events.len() as u64).collect::<Vec<_>>());
     assert_eq!(client.list_events(&conversation.id, Some(2)).await.unwrap()[0].offset, 3);
 
-    let replay = client.replay_conversation(&conversation.id, None).await.unwrap();
+    let replay = client.replay_conversation(&conversation.id, &Default::default()).await.unwrap();
     assert_eq!(replay.messages.first().map(|m| m.text.as_str()), Some("hello"));
     assert_eq!(replay.open_prompts.len(), 1, "{replay:?}");
     let prompt = &replay.open_prompts[0];

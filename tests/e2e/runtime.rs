@@ -1587,8 +1587,22 @@ struct ChatStandIn {
 
 const CHUNKS: &[&str] = &["Hello", " from", " the model."];
 
+/// What a refusing stand-in answers: a 401 whose body holds what must never reach a
+/// conversation's users.
+const REFUSAL: &str =
+    r#"{"error": {"message": "Incorrect API key sk-live-SECRET-42 for org-internal"}}"#;
+
 impl ChatStandIn {
     fn start() -> ChatStandIn {
+        ChatStandIn::start_answering(false)
+    }
+
+    /// A stand-in that refuses every request with [`REFUSAL`].
+    fn refusing() -> ChatStandIn {
+        ChatStandIn::start_answering(true)
+    }
+
+    fn start_answering(refuse: bool) -> ChatStandIn {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -1597,7 +1611,7 @@ impl ChatStandIn {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let kept = kept.clone();
-                std::thread::spawn(move || answer_chat(stream, &kept));
+                std::thread::spawn(move || answer_chat(stream, &kept, refuse));
             }
         });
         ChatStandIn { url, requests }
@@ -1608,7 +1622,7 @@ impl ChatStandIn {
     }
 }
 
-fn answer_chat(stream: TcpStream, requests: &Mutex<Vec<Value>>) {
+fn answer_chat(stream: TcpStream, requests: &Mutex<Vec<Value>>, refuse: bool) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut request_line = String::new();
     reader.read_line(&mut request_line).unwrap();
@@ -1652,6 +1666,14 @@ fn answer_chat(stream: TcpStream, requests: &Mutex<Vec<Value>>) {
         return;
     }
     requests.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+    if refuse {
+        let answer = format!(
+            "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{REFUSAL}",
+            REFUSAL.len()
+        );
+        let _ = stream.write_all(answer.as_bytes());
+        return;
+    }
     let mut answer = String::from(
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
     );
@@ -1805,4 +1827,126 @@ async fn shutdown_ends_open_event_streams_cleanly() {
     assert!(stream.next().await.is_none(), "the stream ends when the daemon shuts down");
     let status = stopping.await.unwrap();
     assert!(status.success(), "the daemon exits cleanly: {status:?}");
+}
+
+#[tokio::test]
+async fn a_failing_chat_model_leaves_no_trace_of_itself_with_users() {
+    let model = ChatStandIn::refusing();
+    let daemon = Daemon::start_with(&["--chat-url", &model.url], &[]);
+    let id = create_id(&daemon).await;
+    let address = model.url.trim_start_matches("http://").trim_end_matches("/v1").to_owned();
+
+    let result = send(&daemon, &id, "hello").await;
+    let preamble = daemon.post(&conversation_path(&id, "/preambles"), json!({})).await;
+    assert_eq!(preamble.status, 201, "{preamble:?}");
+    assert_eq!(model.requests().len(), 2, "the model was asked, and refused, twice");
+
+    let events = list_events(&daemon, &id).await;
+    let answer = messages_by(&events, "assistant")[0].clone();
+    assert!(!result["text"].as_str().unwrap().is_empty(), "the runtime answered without it");
+    assert_eq!(answer["data"]["modelError"], "the language model refused the request");
+    let seen = format!("{result} {} {events:?}", preamble.text);
+    for secret in ["sk-live-SECRET-42", "org-internal", address.as_str()] {
+        assert!(!seen.contains(secret), "`{secret}` reached the conversation: {seen}");
+    }
+    let log = std::fs::read_to_string(daemon.data_dir().join("daemon.log")).unwrap();
+    assert!(log.contains("sk-live-SECRET-42"), "the operators' log keeps the details");
+}
+
+// ---------------------------------------------------------------------------------------
+// 13. Bounded reads: pages of the log, and the streams one caller may hold.
+// ---------------------------------------------------------------------------------------
+
+/// Follows `nextAfterOffset` through every page of `endpoint` (`/events` or `/replay`),
+/// `limit` at a time; returns the pages.
+async fn pages(daemon: &Daemon, id: &str, endpoint: &str, limit: u32) -> Vec<Value> {
+    let mut pages = Vec::new();
+    let mut after = String::new();
+    loop {
+        let query = format!("{endpoint}?limit={limit}{after}");
+        let reply = daemon.get(&conversation_path(id, &query)).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        let next = reply.body.get("nextAfterOffset").cloned();
+        assert!(reply.body["events"].as_array().unwrap().len() <= limit as usize);
+        pages.push(reply.body);
+        match next {
+            Some(next) => after = format!("&afterOffset={next}"),
+            None => return pages,
+        }
+    }
+}
+
+fn joined(pages: &[Value], field: &str) -> Vec<Value> {
+    pages.iter().flat_map(|page| page[field].as_array().unwrap().clone()).collect()
+}
+
+#[tokio::test]
+async fn events_and_replays_come_a_page_at_a_time() {
+    let daemon = Daemon::start();
+    let id = create_id(&daemon).await;
+    for message in ["hello", "what can you do", "thanks", "I'd like to book a demo"] {
+        send(&daemon, &id, message).await;
+    }
+    let log = list_events(&daemon, &id).await;
+    assert!(log.len() > 12, "{}", log.len());
+    let whole = replay(&daemon, &id, "").await;
+    assert!(whole.get("nextAfterOffset").is_none(), "one page holds a short log");
+
+    let event_pages = pages(&daemon, &id, "/events", 5).await;
+    assert_eq!(event_pages.len(), log.len().div_ceil(5), "full pages, then the rest");
+    assert_eq!(joined(&event_pages, "events"), log, "the pages join into the log");
+
+    let replay_pages = pages(&daemon, &id, "/replay", 5).await;
+    assert_eq!(joined(&replay_pages, "events"), log);
+    assert_eq!(joined(&replay_pages, "messages"), whole["messages"].as_array().unwrap()[..]);
+    // Open prompts are the conversation's state: the first page of one event has them.
+    let small = replay(&daemon, &id, "?limit=1").await;
+    assert_eq!(small["events"].as_array().unwrap().len(), 1);
+    assert_eq!(small["nextAfterOffset"], 0);
+    assert_eq!(small["openPrompts"], whole["openPrompts"]);
+    assert_eq!(whole["openPrompts"].as_array().unwrap().len(), 1, "{whole}");
+
+    for endpoint in ["/events", "/replay"] {
+        for limit in ["0", "1001", "x"] {
+            let reply =
+                daemon.get(&conversation_path(&id, &format!("{endpoint}?limit={limit}"))).await;
+            let message = reply.assert_error(422, "VALIDATION_ERROR");
+            assert!(message.contains("limit"), "{endpoint}?limit={limit}: {message}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_caller_cannot_hold_every_event_stream() {
+    let daemon = Daemon::start();
+    let id = create_id(&daemon).await;
+    let stream_path = conversation_path(&id, "/events/stream");
+    let mut streams = Vec::new();
+    for _ in 0..64 {
+        let mut stream = daemon.stream(Method::GET, &stream_path, Body::None, &[]).await;
+        assert_eq!(stream.status, 200);
+        assert!(stream.next().await.is_some(), "the stream sends the log");
+        streams.push(stream);
+    }
+
+    let refused = daemon.get(&stream_path).await;
+    let message = refused.assert_error(429, "RATE_LIMITED");
+    assert!(message.contains("64 event streams"), "{message}");
+    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+    let events = daemon.get(&conversation_path(&id, "/events")).await;
+    assert_eq!(events.status, 200, "other requests go on");
+
+    // A stream that ends gives its place back.
+    streams.pop();
+    let reopened = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let stream = daemon.stream(Method::GET, &stream_path, Body::None, &[]).await;
+            if stream.status == 200 {
+                return stream;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(reopened.is_ok(), "the place of the closed stream was never given back");
 }

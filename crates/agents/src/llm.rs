@@ -82,6 +82,19 @@ pub enum ChatError {
     Protocol(String),
 }
 
+impl ChatError {
+    /// What a conversation may record of the failure: its kind, never the endpoint's
+    /// address or anything the endpoint answered. Log the error itself (its `Display`) for
+    /// the operators.
+    pub fn public_message(&self) -> &'static str {
+        match self {
+            ChatError::Http { .. } => "the language model refused the request",
+            ChatError::Transport(_) => "the language model could not be reached",
+            ChatError::Protocol(_) => "the language model's answer was not understood",
+        }
+    }
+}
+
 /// A client for `POST {url}/chat/completions`; cheap to clone.
 #[derive(Clone)]
 pub struct ChatClient {
@@ -604,6 +617,25 @@ mod tests {
         let text = format!("{}é", "a".repeat(BODY_EXCERPT_BYTES - 1));
         assert_eq!(excerpt(text.as_bytes()), "a".repeat(BODY_EXCERPT_BYTES - 1));
         assert_eq!(excerpt(b"  short \n"), "short");
+    }
+
+    #[test]
+    fn public_messages_carry_nothing_from_the_endpoint() {
+        let errors = [
+            ChatError::Http {
+                status: 401,
+                body: "{\"error\": \"key sk-live-123 revoked\"}".into(),
+            },
+            ChatError::Transport("http://10.0.0.7:9000/v1/chat/completions: refused".into()),
+            ChatError::Protocol("the answer is not JSON: <html>internal proxy page".into()),
+        ];
+        for error in errors {
+            let public = error.public_message();
+            for secret in ["sk-live", "10.0.0.7", "proxy", "401", "http"] {
+                assert!(!public.contains(secret), "{public:?} leaks {secret:?}");
+            }
+            assert!(error.to_string().len() > public.len(), "the log keeps the details");
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use cairn_client::Client;
 use cairn_client::types::runtime::{
-    CreateConversationInput, ListConversationsInput, OpenPrompt, SendMessageBody, SubmitWidgetBody,
+    CreateConversationInput, EventsQuery, ListConversationsInput, OpenPrompt, ReplayResult,
+    SendMessageBody, SubmitWidgetBody,
 };
 use cairn_client::types::{Conversation, RuntimeEvent};
 use serde_json::{Map, Value, json};
@@ -88,7 +89,7 @@ pub(crate) async fn conversations(command: ConversationsCommand) -> anyhow::Resu
             }
         }
         ConversationsCommand::Show { id, output } => {
-            let replay = output.client.connect()?.replay_conversation(&id, None).await?;
+            let replay = replay_all(&output.client.connect()?, &id).await?;
             if output.json {
                 print_json(&replay)?;
                 return Ok(ExitCode::SUCCESS);
@@ -144,6 +145,23 @@ pub(crate) async fn conversations(command: ConversationsCommand) -> anyhow::Resu
     Ok(ExitCode::SUCCESS)
 }
 
+/// The whole replay of a conversation, its pages joined: every event and message, the
+/// prompts open and the conversation and snapshot as the last page found them.
+async fn replay_all(client: &Client, id: &str) -> anyhow::Result<ReplayResult> {
+    let mut query = EventsQuery::default();
+    let mut replay = client.replay_conversation(id, &query).await?;
+    while let Some(next) = replay.next_after_offset {
+        query.after_offset = Some(next);
+        let page = client.replay_conversation(id, &query).await?;
+        replay.events.extend(page.events);
+        replay.messages.extend(page.messages);
+        replay.conversation = page.conversation;
+        replay.snapshot = page.snapshot;
+        replay.next_after_offset = page.next_after_offset;
+    }
+    Ok(replay)
+}
+
 fn print_conversation(paint: &Paint, conversation: &Conversation) {
     let facts = format!(
         "{} · {} · updated {}",
@@ -180,8 +198,10 @@ pub(crate) async fn chat(args: ChatArgs) -> anyhow::Result<ExitCode> {
     println!("{}", paint.dim(&format!("conversation {conversation_id} · /quit to leave")));
     let mut lines = std::io::stdin().lock().lines();
     loop {
-        // Open prompts come first: the agent is waiting for them.
-        let replay = client.replay_conversation(&conversation_id, None).await?;
+        // Open prompts come first: the agent is waiting for them. Every page of a replay
+        // carries them, so the smallest page will do.
+        let query = EventsQuery { after_offset: None, limit: Some(1) };
+        let replay = client.replay_conversation(&conversation_id, &query).await?;
         if let Some(prompt) = replay.open_prompts.first() {
             let Some(output) = ask(&paint, prompt, &mut lines)? else { break };
             let widget = SubmitWidgetBody {

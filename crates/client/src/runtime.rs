@@ -157,16 +157,34 @@ impl Client {
         read_streamed_turn(url, body, on_delta).await
     }
 
-    /// listEvents: the events above `after_offset` (all when `None`), in order.
+    /// listEvents: every event above `after_offset` (from the first when `None`), in order,
+    /// read a page of [`MAX_EVENT_PAGE`] at a time until the last page.
     pub async fn list_events(
         &self,
         conversation_id: &str,
         after_offset: Option<u64>,
     ) -> Result<Vec<RuntimeEvent>, Error> {
+        let mut events = Vec::new();
+        let mut page_query = EventsQuery { after_offset, limit: None };
+        loop {
+            let page = self.list_events_page(conversation_id, &page_query).await?;
+            events.extend(page.events);
+            match page.next_after_offset {
+                Some(next) => page_query.after_offset = Some(next),
+                None => return Ok(events),
+            }
+        }
+    }
+
+    /// listEvents, one page: at most `limit` events (default and maximum
+    /// [`MAX_EVENT_PAGE`]) above `after_offset`, with `next_after_offset` when more follow.
+    pub async fn list_events_page(
+        &self,
+        conversation_id: &str,
+        input: &EventsQuery,
+    ) -> Result<EventPage, Error> {
         let path = self.conversation_path(conversation_id, "/events");
-        let query = query(&AfterOffset { after_offset })?;
-        let result: EventsResult = self.call(Method::GET, &path, Some(query), NONE).await?;
-        Ok(result.events)
+        self.call(Method::GET, &path, Some(query(input)?), NONE).await
     }
 
     /// streamEvents: the events above `after_offset`, then each new one as it is appended.
@@ -281,15 +299,16 @@ impl Client {
         Ok(result.snapshot)
     }
 
-    /// replayConversation: the conversation rebuilt from its log.
+    /// replayConversation: the conversation rebuilt from a page of its log (at most
+    /// `limit` events above `after_offset`; `next_after_offset` when more follow), with the
+    /// prompts still open and the snapshot.
     pub async fn replay_conversation(
         &self,
         conversation_id: &str,
-        after_offset: Option<u64>,
+        input: &EventsQuery,
     ) -> Result<ReplayResult, Error> {
         let path = self.conversation_path(conversation_id, "/replay");
-        let query = query(&AfterOffset { after_offset })?;
-        self.call(Method::GET, &path, Some(query), NONE).await
+        self.call(Method::GET, &path, Some(query(input)?), NONE).await
     }
 
     fn conversation_path(&self, conversation_id: &str, rest: &str) -> String {

@@ -140,13 +140,14 @@ impl Runtime for FaqBot {
         &self,
         conversation_id: &str,
         after_offset: Option<u64>,
+        limit: u32,
     ) -> Result<Vec<RuntimeEvent>, RuntimeError> {
         let threads = self.threads.lock().unwrap();
         let thread = threads
             .get(conversation_id)
             .ok_or_else(|| RuntimeError::ConversationNotFound(conversation_id.to_owned()))?;
         let first = after_offset.map_or(0, |offset| offset as usize + 1);
-        Ok(thread.events.iter().skip(first).cloned().collect())
+        Ok(thread.events.iter().skip(first).take(limit as usize).cloned().collect())
     }
 
     fn subscribe(&self, conversation_id: &str) -> Option<watch::Receiver<u64>> {

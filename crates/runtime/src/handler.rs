@@ -1,7 +1,10 @@
 //! The runtime's HTTP handler: `handle(Request) -> Response` over `http` types, with the
 //! seed's options (base path, CORS, `authorize`, event definitions, error exposure, SSE).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -47,7 +50,15 @@ fn check_length(field: &str, text: &str) -> Result<(), ApiError> {
 
 /// What [`Authorize::authorize`] decides.
 pub enum Authorization {
+    /// Let the request through; the caller is told apart by its credentials (see
+    /// [`Authorization::AllowAs`]).
     Allow,
+    /// Let the request through as this principal (an API key's id, a token's subject, …):
+    /// what the handler counts per caller, such as open event streams. With plain `Allow`
+    /// the handler tells callers apart by the credentials they send (`X-API-Key` or
+    /// `Authorization`), else by a `std::net::SocketAddr` request extension, else counts
+    /// them all as one.
+    AllowAs(String),
     /// Answered with 401 `UNAUTHORIZED`.
     Deny,
     /// Sent as it is: a custom denial.
@@ -73,8 +84,12 @@ pub struct HandlerOptions {
     expose_internal_errors: bool,
     sse_poll_interval: Duration,
     sse_heartbeat: Duration,
+    max_streams_per_principal: usize,
     voice: Option<Value>,
 }
+
+/// How many event streams one caller may hold open at once by default.
+pub const DEFAULT_MAX_STREAMS_PER_PRINCIPAL: usize = 64;
 
 impl HandlerOptions {
     pub fn new(runtime: Arc<dyn Runtime>) -> HandlerOptions {
@@ -89,6 +104,7 @@ impl HandlerOptions {
             expose_internal_errors: false,
             sse_poll_interval: Duration::from_millis(1000),
             sse_heartbeat: Duration::from_secs(15),
+            max_streams_per_principal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
             voice: None,
         }
     }
@@ -143,6 +159,14 @@ impl HandlerOptions {
         self
     }
 
+    /// How many event streams one principal may hold open at once (default 64; at least
+    /// 1). One more is refused with 429 `RATE_LIMITED`, so one caller cannot take every
+    /// connection a server allows.
+    pub fn max_streams_per_principal(mut self, streams: usize) -> Self {
+        self.max_streams_per_principal = streams.max(1);
+        self
+    }
+
     /// The voice socket handshake, kept for the voice routes.
     pub fn voice(mut self, handshake: Value) -> Self {
         self.voice = Some(handshake);
@@ -170,6 +194,7 @@ impl HandlerOptions {
                 },
                 _voice: self.voice,
                 shutdown,
+                streams: StreamCounts::new(self.max_streams_per_principal),
             }),
         })
     }
@@ -193,6 +218,7 @@ struct Inner {
     sse: sse::StreamOptions,
     _voice: Option<Value>,
     shutdown: watch::Sender<bool>,
+    streams: Arc<StreamCounts>,
 }
 
 /// Every operation, by the seed's names.
@@ -348,9 +374,11 @@ impl RuntimeHandler {
             return cors.preflight(request.headers());
         }
         let (parts, body) = request.into_parts();
+        let mut principal = None;
         if let Some(authorize) = &inner.authorize {
             match authorize.authorize(&path, &parts).await {
                 Authorization::Allow => {}
+                Authorization::AllowAs(name) => principal = Some(name),
                 Authorization::Deny => {
                     return ApiError::new(ErrorCode::Unauthorized, "not authorized")
                         .into_response();
@@ -362,7 +390,7 @@ impl RuntimeHandler {
             Ok((operation, id)) => (operation, id.map(str::to_owned)),
             Err(error) => return error.into_response(),
         };
-        match self.dispatch(operation, id, &parts, body).await {
+        match self.dispatch(operation, id, &parts, body, principal).await {
             Ok(response) => response,
             Err(error) => error.into_response(),
         }
@@ -374,6 +402,7 @@ impl RuntimeHandler {
         id: Option<String>,
         parts: &Parts,
         body: B,
+        principal: Option<String>,
     ) -> Result<Response<ResponseBody>, ApiError>
     where
         B: http_body::Body,
@@ -481,9 +510,15 @@ impl RuntimeHandler {
                 ))
             }
             Operation::ListEvents => {
-                let query: AfterOffset = parse_query(query)?;
-                let events = runtime.list_events(&id, query.after_offset).await.map_err(fail)?;
-                Ok(json_response(StatusCode::OK, &EventsResult { events }))
+                let query: EventsQuery = parse_query(query)?;
+                let limit = event_limit(query.limit)?;
+                let mut events =
+                    runtime.list_events(&id, query.after_offset, limit + 1).await.map_err(fail)?;
+                // One more than the page says whether another page follows.
+                let more = events.len() > limit as usize;
+                events.truncate(limit as usize);
+                let next_after_offset = events.last().filter(|_| more).map(|event| event.offset);
+                Ok(json_response(StatusCode::OK, &EventPage { events, next_after_offset }))
             }
             Operation::StreamEvents => {
                 let query: AfterOffset = parse_query(query)?;
@@ -491,6 +526,8 @@ impl RuntimeHandler {
                     Some(offset) => Some(offset),
                     None => last_event_id(parts)?,
                 };
+                let principal = principal.unwrap_or_else(|| inner.streams.principal_of(parts));
+                let permit = inner.streams.open(principal)?;
                 sse::stream_events(
                     runtime.clone(),
                     id,
@@ -498,6 +535,7 @@ impl RuntimeHandler {
                     inner.sse,
                     inner.shutdown.subscribe(),
                     self.error_mapper(),
+                    permit,
                 )
                 .await
             }
@@ -624,8 +662,12 @@ impl RuntimeHandler {
                 Ok(json_response(StatusCode::OK, &SnapshotResult { snapshot }))
             }
             Operation::ReplayConversation => {
-                let query: AfterOffset = parse_query(query)?;
-                let input = ReplayInput { conversation_id: id, after_offset: query.after_offset };
+                let query: EventsQuery = parse_query(query)?;
+                let input = ReplayInput {
+                    conversation_id: id,
+                    after_offset: query.after_offset,
+                    limit: event_limit(query.limit)?,
+                };
                 Ok(json_response(
                     StatusCode::OK,
                     &runtime.replay_conversation(input).await.map_err(fail)?,
@@ -673,6 +715,84 @@ impl ErrorMapper {
                     "internal error".into()
                 };
                 ApiError::new(ErrorCode::InternalError, message)
+            }
+        }
+    }
+}
+
+/// A page size of listEvents or replayConversation: 1 to [`MAX_EVENT_PAGE`], which is
+/// also the default.
+fn event_limit(limit: Option<u32>) -> Result<u32, ApiError> {
+    match limit.unwrap_or(MAX_EVENT_PAGE) {
+        limit @ 1..=MAX_EVENT_PAGE => Ok(limit),
+        _ => Err(ApiError::validation(format!("limit: must be between 1 and {MAX_EVENT_PAGE}"))),
+    }
+}
+
+/// The event streams each principal holds open, and how many one may hold.
+pub(crate) struct StreamCounts {
+    max_per_principal: usize,
+    open: Mutex<HashMap<String, usize>>,
+    /// Keys the digests of credentials, so the table never holds a credential and its
+    /// digests mean nothing outside this process.
+    hasher: RandomState,
+}
+
+impl StreamCounts {
+    fn new(max_per_principal: usize) -> Arc<StreamCounts> {
+        Arc::new(StreamCounts {
+            max_per_principal,
+            open: Mutex::new(HashMap::new()),
+            hasher: RandomState::new(),
+        })
+    }
+
+    /// Who is calling, when `authorize` did not say: the credentials sent, else the client
+    /// address a server put in the extensions, else everyone together.
+    fn principal_of(&self, parts: &Parts) -> String {
+        for name in ["x-api-key", "authorization"] {
+            if let Some(value) = parts.headers.get(name) {
+                return format!("credential:{:016x}", self.hasher.hash_one(value.as_bytes()));
+            }
+        }
+        match parts.extensions.get::<SocketAddr>() {
+            Some(address) => format!("address:{}", address.ip()),
+            None => "anonymous".to_owned(),
+        }
+    }
+
+    /// Counts a new stream of `principal`, or refuses it with 429 when they hold the most
+    /// they may.
+    fn open(self: &Arc<Self>, principal: String) -> Result<StreamPermit, ApiError> {
+        let mut open = self.open.lock().expect("stream table poisoned");
+        let count = open.entry(principal.clone()).or_default();
+        if *count >= self.max_per_principal {
+            let message = format!(
+                "this caller has {} event streams open, the most one caller may hold; close one \
+                 before opening another",
+                self.max_per_principal
+            );
+            return Err(ApiError::new(ErrorCode::RateLimited, message)
+                .with_header(header::RETRY_AFTER, HeaderValue::from_static("5")));
+        }
+        *count += 1;
+        Ok(StreamPermit { counts: self.clone(), principal })
+    }
+}
+
+/// One open event stream; dropping it (the stream ended) frees its place.
+pub(crate) struct StreamPermit {
+    counts: Arc<StreamCounts>,
+    principal: String,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut open = self.counts.open.lock().expect("stream table poisoned");
+        if let Some(count) = open.get_mut(&self.principal) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.principal);
             }
         }
     }

@@ -263,11 +263,13 @@ fn start_voice_segment() {}
 #[allow(dead_code)]
 fn send_message() {}
 
-/// The conversation's events in offset order (listEvents).
+/// A page of the conversation's events in offset order (listEvents): at most `limit`
+/// (default and maximum 1000) after `afterOffset`; `nextAfterOffset` is there when more
+/// follow.
 #[utoipa::path(operation_id = "listEvents", get, path = "/conversations/{id}/events", tag = "conversations",
-    params(("id" = String, Path, description = "A conversation id"), AfterOffset),
+    params(("id" = String, Path, description = "A conversation id"), EventsQuery),
     responses(
-        (status = 200, description = "The events after `afterOffset`", body = EventsResult),
+        (status = 200, description = "The events after `afterOffset`, at most `limit`", body = EventPage),
         NoConversation,
         InvalidQuery,
     ))]
@@ -277,6 +279,8 @@ fn list_events() {}
 /// The conversation's events as Server-Sent Events (streamEvents): the log after
 /// `afterOffset` (or the `Last-Event-ID` header), then each new event as it is appended,
 /// with `: heartbeat` comments when idle. Each frame is `id: <offset>` and `data: <event>`.
+/// One caller may hold a limited number of streams open at once (64 by default); one more
+/// is 429 `RATE_LIMITED`.
 #[utoipa::path(operation_id = "streamEvents", get, path = "/conversations/{id}/events/stream", tag = "conversations",
     params(
         ("id" = String, Path, description = "A conversation id"),
@@ -287,6 +291,7 @@ fn list_events() {}
         (status = 200, description = "An endless stream of events, one frame each", content_type = "text/event-stream", body = EventFrame),
         NoConversation,
         InvalidQuery,
+        (status = 429, description = "The caller holds as many event streams as one may (`RATE_LIMITED`)", body = ErrorEnvelope),
     ))]
 #[allow(dead_code)]
 fn stream_events() {}
@@ -440,10 +445,12 @@ fn resume_conversation() {}
 #[allow(dead_code)]
 fn get_snapshot() {}
 
-/// The conversation rebuilt from its log (replayConversation): its messages, open prompts
-/// and snapshot.
+/// The conversation rebuilt from its log (replayConversation), a page at a time: the
+/// page's events (at most `limit`, default and maximum 1000, after `afterOffset`), their
+/// messages and still-open prompts, and the snapshot; `nextAfterOffset` is there when more
+/// follow.
 #[utoipa::path(operation_id = "replayConversation", get, path = "/conversations/{id}/replay", tag = "conversations",
-    params(("id" = String, Path, description = "A conversation id"), AfterOffset),
+    params(("id" = String, Path, description = "A conversation id"), EventsQuery),
     responses(
         (status = 200, description = "The replay", body = ReplayResult),
         NoConversation,

@@ -51,15 +51,21 @@ pub trait Runtime: Send + Sync + 'static {
     /// Applies a user message and produces the assistant's turn.
     async fn handle_user_message(&self, input: UserMessageInput) -> Result<SendMessageResult>;
 
-    /// Events with an offset above `after_offset` (all when `None`), in order.
+    /// The first `limit` events with an offset above `after_offset` (from the first event
+    /// when `None`), in order: fewer only when the log holds no more. The handler asks for
+    /// pages of at most [`MAX_EVENT_PAGE`] + 1, so a runtime never has to return more.
     async fn list_events(
         &self,
         conversation_id: &str,
         after_offset: Option<u64>,
+        limit: u32,
     ) -> Result<Vec<RuntimeEvent>>;
 
     /// A receiver that changes whenever the conversation's log grows (its value: the next
-    /// offset), so event streams are pushed instead of polled. `None`: streams poll.
+    /// offset), so event streams are pushed instead of polled. While a stream holds one it
+    /// reads the log only when the receiver changes, never on a timer: announce every
+    /// append, from whatever writes the log. `None`: streams poll every
+    /// `sse_poll_interval`.
     fn subscribe(&self, _conversation_id: &str) -> Option<watch::Receiver<u64>> {
         None
     }
@@ -227,8 +233,11 @@ pub struct ResumeInput {
     pub payload: Option<Value>,
 }
 
+/// The query of `GET /conversations/:id/replay`: a page of the log to rebuild.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReplayInput {
     pub conversation_id: String,
     pub after_offset: Option<u64>,
+    /// At most this many events (1 to [`MAX_EVENT_PAGE`]; the handler checks it).
+    pub limit: u32,
 }

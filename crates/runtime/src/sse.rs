@@ -2,9 +2,10 @@
 //! deltas.
 //!
 //! A stream writes every event as `id: <offset>` + `data: <event JSON>`, resumes after
-//! `Last-Event-ID`, is woken as soon as the runtime appends (when the runtime offers
-//! [`Runtime::subscribe`]), polls as a fallback, sends a comment heartbeat when idle, and
-//! ends cleanly when the handler shuts down or the client goes away.
+//! `Last-Event-ID`, reads the log a page at a time, is woken as soon as the runtime appends
+//! (when the runtime offers [`Runtime::subscribe`], the log is read only then), polls only
+//! when the runtime offers no subscription, sends a comment heartbeat when idle, and ends
+//! cleanly when the handler shuts down or the client goes away.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cairn_http::{ApiError, ResponseBody};
+use cairn_types::runtime::MAX_EVENT_PAGE;
 use cairn_types::{ErrorEnvelope, RuntimeEvent};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body::Frame;
@@ -21,7 +23,7 @@ use http_body_util::BodyExt;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::handler::ErrorMapper;
+use crate::handler::{ErrorMapper, StreamPermit};
 use crate::runtime::{Runtime, RuntimeError, TextDeltas};
 
 /// How an event stream waits.
@@ -73,8 +75,12 @@ fn delta_frame(text: &str) -> Bytes {
     named_frame("delta", &serde_json::json!({ "text": text }))
 }
 
+/// How many events one read of the log returns: a stream far behind catches up a page at
+/// a time, each page sent before the next is read.
+const STREAM_PAGE: u32 = MAX_EVENT_PAGE;
+
 /// `GET /conversations/:id/events/stream`. Answers 404 before streaming when the
-/// conversation does not exist.
+/// conversation does not exist. `permit` is held as long as the stream is open.
 pub(crate) async fn stream_events(
     runtime: Arc<dyn Runtime>,
     conversation_id: String,
@@ -82,15 +88,20 @@ pub(crate) async fn stream_events(
     options: StreamOptions,
     mut shutdown: watch::Receiver<bool>,
     errors: ErrorMapper,
+    permit: StreamPermit,
 ) -> Result<Response<ResponseBody>, ApiError> {
     // Subscribe before the first read, so nothing appended in between goes unnoticed.
     let mut appended = runtime.subscribe(&conversation_id);
     if let Some(appended) = &mut appended {
         appended.borrow_and_update();
     }
-    let first = runtime.list_events(&conversation_id, after).await.map_err(|e| errors.map(e))?;
+    let first = runtime
+        .list_events(&conversation_id, after, STREAM_PAGE)
+        .await
+        .map_err(|e| errors.map(e))?;
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
+        let _permit = permit;
         let mut last = after;
         let mut pending = first;
         // Tells the browser how soon to reconnect after a drop.
@@ -99,6 +110,8 @@ pub(crate) async fn stream_events(
         }
         let mut idle_since = Instant::now();
         loop {
+            // A full page says more may follow: read on before waiting.
+            let caught_up = pending.len() < STREAM_PAGE as usize;
             for event in pending.drain(..) {
                 last = Some(event.offset);
                 if sender.send(event_frame(&event)).await.is_err() {
@@ -109,21 +122,26 @@ pub(crate) async fn stream_events(
             if *shutdown.borrow() {
                 return;
             }
-            let heartbeat_at = idle_since + options.heartbeat;
-            tokio::select! {
-                _ = wait_for_append(&mut appended) => {}
-                _ = tokio::time::sleep(options.poll_interval) => {}
-                _ = tokio::time::sleep_until(heartbeat_at) => {
-                    if sender.send(Bytes::from_static(b": heartbeat\n\n")).await.is_err() {
-                        return;
+            if caught_up {
+                let heartbeat_at = idle_since + options.heartbeat;
+                // With a subscription the log is read only when it grew; polling is the
+                // fallback of runtimes that announce nothing.
+                let polling = appended.is_none();
+                tokio::select! {
+                    _ = wait_for_append(&mut appended) => {}
+                    _ = tokio::time::sleep(options.poll_interval), if polling => {}
+                    _ = tokio::time::sleep_until(heartbeat_at) => {
+                        if sender.send(Bytes::from_static(b": heartbeat\n\n")).await.is_err() {
+                            return;
+                        }
+                        idle_since = Instant::now();
+                        continue;
                     }
-                    idle_since = Instant::now();
-                    continue;
+                    _ = shutdown.changed() => return,
+                    _ = sender.closed() => return,
                 }
-                _ = shutdown.changed() => return,
-                _ = sender.closed() => return,
             }
-            match runtime.list_events(&conversation_id, last).await {
+            match runtime.list_events(&conversation_id, last, STREAM_PAGE).await {
                 Ok(events) => pending = events,
                 Err(error) => {
                     let error = errors.map(error);
@@ -137,13 +155,13 @@ pub(crate) async fn stream_events(
     Ok(sse_response(receiver))
 }
 
+/// Waits for the log to grow. Without a subscription it never returns; when the runtime
+/// drops its sender it returns at once, and the stream polls from then on.
 async fn wait_for_append(appended: &mut Option<watch::Receiver<u64>>) {
     match appended {
         Some(receiver) => {
             if receiver.changed().await.is_err() {
-                // The runtime dropped the sender: fall back to polling.
                 *appended = None;
-                std::future::pending::<()>().await;
             }
         }
         None => std::future::pending().await,

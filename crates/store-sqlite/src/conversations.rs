@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use cairn_store::{
-    Commit, CommitOutcome, ConversationQuery, ConversationStore, IdempotencyRecord, NewEvent,
-    PromptRecord, Result, StoreError,
+    Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
+    NewEvent, PromptRecord, Result, StoreError,
 };
 use cairn_types::{
     Conversation, IdPrefix, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp, new_id,
@@ -46,6 +46,33 @@ fn offset_column(row: &Row<'_>, index: usize) -> Result<u64> {
 /// A bound for `offset > ?` or `offset < ?`: offsets past what SQLite holds match nothing.
 fn offset_bound(offset: u64) -> i64 {
     i64::try_from(offset).unwrap_or(i64::MAX)
+}
+
+/// The statement of `read_events`: the primary key (conversation_id, offset) walks the
+/// range from the end the limit keeps, and stops once it has `limit` rows.
+fn read_events_query(newest: bool) -> String {
+    let order = if newest { "DESC" } else { "ASC" };
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM runtime_events \
+         WHERE conversation_id = ?1 AND offset > ?2 AND offset < ?3 \
+         AND (?4 IS NULL OR kind = ?4) ORDER BY offset {order} LIMIT ?5"
+    )
+}
+
+/// The statement of `get_event`: walks the conversation's log back from its newest event
+/// and stops at the match, inside SQLite (no other row leaves it), so the events asked
+/// about, outputs just delivered, are found after a few rows.
+fn get_event_query() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM runtime_events \
+         WHERE conversation_id = ?1 AND id = ?2 ORDER BY offset DESC LIMIT 1"
+    )
+}
+
+/// The exclusive bounds of `range` as SQLite integers: -1 below every offset, `i64::MAX`
+/// above them.
+fn range_bounds(range: &EventRange) -> (i64, i64) {
+    (range.after.map_or(-1, offset_bound), range.before.map_or(i64::MAX, offset_bound))
 }
 
 fn conversation_from_row(row: &Row<'_>) -> Result<Conversation> {
@@ -454,6 +481,58 @@ impl ConversationStore for SqliteStore {
         .await
     }
 
+    async fn read_events(
+        &self,
+        conversation_id: &str,
+        range: &EventRange,
+    ) -> Result<Vec<RuntimeEvent>> {
+        let conversation_id = conversation_id.to_owned();
+        let (after, before) = range_bounds(range);
+        let (kind, limit, newest) = (range.kind.clone(), range.limit, range.newest);
+        self.read(move |connection| {
+            let query = read_events_query(newest);
+            let params = params![conversation_id, after, before, kind, limit];
+            let mut events = collect(connection, &query, params, event_from_row)?;
+            if newest {
+                events.reverse();
+            }
+            Ok(events)
+        })
+        .await
+    }
+
+    async fn count_events(&self, conversation_id: &str, range: &EventRange) -> Result<u64> {
+        let conversation_id = conversation_id.to_owned();
+        let (after, before) = range_bounds(range);
+        let kind = range.kind.clone();
+        self.read(move |connection| {
+            let count: i64 = connection
+                .prepare_cached(
+                    "SELECT count(*) FROM runtime_events \
+                     WHERE conversation_id = ?1 AND offset > ?2 AND offset < ?3 \
+                     AND (?4 IS NULL OR kind = ?4)",
+                )
+                .map_err(sql)?
+                .query_row(params![conversation_id, after, before, kind], |row| row.get(0))
+                .map_err(sql)?;
+            Ok(u64::try_from(count).unwrap_or_default())
+        })
+        .await
+    }
+
+    async fn get_event(
+        &self,
+        conversation_id: &str,
+        event_id: &str,
+    ) -> Result<Option<RuntimeEvent>> {
+        let (conversation_id, event_id) = (conversation_id.to_owned(), event_id.to_owned());
+        self.read(move |connection| {
+            let query = get_event_query();
+            Ok(collect(connection, &query, [conversation_id, event_id], event_from_row)?.pop())
+        })
+        .await
+    }
+
     async fn events_between(
         &self,
         conversation_id: &str,
@@ -477,14 +556,24 @@ impl ConversationStore for SqliteStore {
         self.read(move |connection| read_snapshot(connection, &conversation_id)).await
     }
 
-    async fn open_prompts(&self, conversation_id: &str) -> Result<Vec<OpenPrompt>> {
+    async fn open_prompts(
+        &self,
+        conversation_id: &str,
+        after: Option<u64>,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<OpenPrompt>> {
         let conversation_id = conversation_id.to_owned();
+        let range = EventRange { after, before, ..EventRange::default() };
+        let (after, before) = range_bounds(&range);
         self.read(move |connection| {
             let query = format!(
                 "SELECT {PROMPT_COLUMNS} FROM runtime_prompts \
-                 WHERE conversation_id = ?1 AND output IS NULL ORDER BY offset, prompt_id"
+                 WHERE conversation_id = ?1 AND output IS NULL AND offset > ?2 AND offset < ?3 \
+                 ORDER BY offset, prompt_id LIMIT ?4"
             );
-            let records = collect(connection, &query, [conversation_id], prompt_from_row)?;
+            let params = params![conversation_id, after, before, limit];
+            let records = collect(connection, &query, params, prompt_from_row)?;
             Ok(records.into_iter().map(|record| record.prompt).collect())
         })
         .await
@@ -536,6 +625,47 @@ mod tests {
         .await;
     }
 
+    /// The bounded reads stop early inside SQLite too: on a 10,000-event log, the newest
+    /// messages and a recent event by id cost a small fraction of the virtual machine steps
+    /// of reading the whole log.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bounded_reads_stop_early_inside_sqlite() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
+        let conversation = sample_conversation("agent-a", 1_000);
+        let kind = |n: u64| if n.is_multiple_of(5) { "message" } else { "activity" };
+        let events: Vec<NewEvent> = (0..10_000)
+            .map(|n| NewEvent { kind: kind(n).to_owned(), data: serde_json::json!({"n": n}) })
+            .collect();
+        let snapshot = Snapshot::empty(&conversation);
+        let log = store.create_conversation(&conversation, &snapshot, &events).await.unwrap();
+        let (id, recent) = (conversation.id.clone(), log.unwrap()[9_990].id.clone());
+        let steps = store
+            .read(move |connection| {
+                let run = |query: &str, params: &[&dyn rusqlite::ToSql]| {
+                    let mut statement = connection.prepare(query).unwrap();
+                    let rows = statement.query_map(params, |_| Ok(())).unwrap().count();
+                    (rows, statement.get_status(rusqlite::StatementStatus::VmStep))
+                };
+                let all = run(
+                    &super::read_events_query(false),
+                    rusqlite::params![id, -1, i64::MAX, None::<String>, u32::MAX],
+                );
+                let newest = run(
+                    &super::read_events_query(true),
+                    rusqlite::params![id, -1, i64::MAX, "message", 40],
+                );
+                let by_id = run(&super::get_event_query(), rusqlite::params![id, recent]);
+                Ok([all, newest, by_id])
+            })
+            .await
+            .unwrap();
+        let [(all_rows, all), (newest_rows, newest), (found, by_id)] = steps;
+        assert_eq!((all_rows, newest_rows, found), (10_000, 40, 1));
+        assert!(newest * 20 < all, "the newest 40 messages took {newest} steps, the log {all}");
+        assert!(by_id * 20 < all, "a recent event by id took {by_id} steps, the log {all}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn conversations_survive_reopening_the_file() {
         let directory = tempfile::tempdir().unwrap();
@@ -568,7 +698,7 @@ mod tests {
             (
                 store.list_events(&conversation.id, None, 100).await.unwrap(),
                 store.get_snapshot(&conversation.id).await.unwrap(),
-                store.open_prompts(&conversation.id).await.unwrap(),
+                store.open_prompts(&conversation.id, None, None, 100).await.unwrap(),
                 store.find_idempotency("request-kept").await.unwrap(),
                 store.get_conversation(&conversation.id).await.unwrap(),
             )
@@ -578,7 +708,10 @@ mod tests {
         assert_eq!(reopened.list_events(&conversation.id, None, 100).await.unwrap(), events);
         assert_eq!(events.len(), 3);
         assert_eq!(reopened.get_snapshot(&conversation.id).await.unwrap(), snapshot);
-        assert_eq!(reopened.open_prompts(&conversation.id).await.unwrap(), prompts);
+        assert_eq!(
+            reopened.open_prompts(&conversation.id, None, None, 100).await.unwrap(),
+            prompts
+        );
         assert_eq!(prompts.len(), 1);
         assert_eq!(reopened.find_idempotency("request-kept").await.unwrap(), record);
         assert!(matches!(reopened.commit(&commit).await.unwrap(), CommitOutcome::Duplicate(_)));

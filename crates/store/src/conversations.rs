@@ -125,6 +125,26 @@ impl ConversationCursor {
     }
 }
 
+/// A bounded read of one conversation's log: the events with offsets strictly between
+/// `after` and `before` (unbounded on a side that is `None`), of `kind` when given, at most
+/// `limit` of them. `newest` keeps the newest `limit` instead of the oldest; either way they
+/// come back in offset order. A backend answers it without reading the rest of the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventRange {
+    pub after: Option<u64>,
+    pub before: Option<u64>,
+    pub kind: Option<String>,
+    pub limit: u32,
+    pub newest: bool,
+}
+
+impl EventRange {
+    /// The newest `limit` events of `kind`.
+    pub fn newest_of_kind(kind: &str, limit: u32) -> EventRange {
+        EventRange { kind: Some(kind.to_owned()), limit, newest: true, ..EventRange::default() }
+    }
+}
+
 /// Storage for the conversation runtime.
 #[async_trait]
 pub trait ConversationStore: Send + Sync {
@@ -162,6 +182,24 @@ pub trait ConversationStore: Send + Sync {
         limit: u32,
     ) -> Result<Vec<RuntimeEvent>>;
 
+    /// The events of `range`, in offset order; see [`EventRange`].
+    async fn read_events(
+        &self,
+        conversation_id: &str,
+        range: &EventRange,
+    ) -> Result<Vec<RuntimeEvent>>;
+
+    /// How many events `range` holds, ignoring its `limit`: counted by the backend, without
+    /// reading the events out.
+    async fn count_events(&self, conversation_id: &str, range: &EventRange) -> Result<u64>;
+
+    /// The conversation's event with this id.
+    async fn get_event(
+        &self,
+        conversation_id: &str,
+        event_id: &str,
+    ) -> Result<Option<RuntimeEvent>>;
+
     /// The events with offsets `from .. to`, in order.
     async fn events_between(
         &self,
@@ -172,8 +210,15 @@ pub trait ConversationStore: Send + Sync {
 
     async fn get_snapshot(&self, conversation_id: &str) -> Result<Option<Snapshot>>;
 
-    /// Open prompts, oldest first.
-    async fn open_prompts(&self, conversation_id: &str) -> Result<Vec<OpenPrompt>>;
+    /// Open prompts opened by events with offsets strictly between `after` and `before`
+    /// (unbounded on a side that is `None`), oldest first, at most `limit`.
+    async fn open_prompts(
+        &self,
+        conversation_id: &str,
+        after: Option<u64>,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<OpenPrompt>>;
 
     async fn get_prompt(
         &self,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use cairn_memory::Engine;
 use cairn_store::{
-    Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore,
+    Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore, EventRange,
     IdempotencyRecord, NewEvent, NewPrompt,
 };
 use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Timestamp, new_id};
@@ -28,14 +28,20 @@ use crate::journey::{Agent, Definitions, Trigger};
 use crate::llm::{ChatClient, ChatConfig, ChatMessage};
 use crate::support::shorten;
 
-/// How many events one read of the log returns at most.
-const EVENT_PAGE: u32 = 10_000;
 const DEFAULT_LIST_LIMIT: u32 = 50;
 const MAX_LIST_LIMIT: u32 = 200;
 /// Past this many conversations with notification senders, unused ones are dropped.
 const PRUNE_SUBSCRIPTIONS_AT: usize = 1024;
 /// How many earlier messages the language model sees.
 const HISTORY_MESSAGES: usize = 20;
+/// How many of the newest messages a turn reads to find them: intermediate messages hidden
+/// from the model are skipped, so a few more than it sees, and never the whole log.
+const HISTORY_READ: u32 = 2 * HISTORY_MESSAGES as u32;
+/// How many messages compaction reads at a time while its summary has room.
+const COMPACTION_PAGE: u32 = 100;
+/// The longest summary compaction writes, in characters, and the longest line of it.
+const SUMMARY_CHARS: usize = 4000;
+const SUMMARY_LINE_CHARS: usize = 200;
 
 /// Options of the default runtime.
 #[derive(Debug, Clone)]
@@ -212,15 +218,16 @@ impl DefaultRuntime {
         }
     }
 
-    /// The conversation's messages as the language model should see them.
+    /// The newest messages of the conversation as the language model should see them: one
+    /// bounded read of the newest [`HISTORY_READ`] messages, whatever the log's length.
     async fn history(&self, conversation_id: &str) -> Result<Vec<ChatMessage>> {
         if self.chat.is_none() {
             return Ok(Vec::new());
         }
-        let events = self.events(conversation_id, None).await?;
+        let range = EventRange::newest_of_kind("message", HISTORY_READ);
+        let events = self.read_events(conversation_id, &range).await?;
         let mut messages: Vec<ChatMessage> = events
             .iter()
-            .filter(|event| event.kind == "message")
             .filter(|event| event.data["visibleToModel"].as_bool() != Some(false))
             .filter_map(|event| {
                 let text = event.data["text"].as_str()?;
@@ -234,22 +241,64 @@ impl DefaultRuntime {
         Ok(messages.split_off(keep))
     }
 
-    async fn events(&self, conversation_id: &str, after: Option<u64>) -> Result<Vec<RuntimeEvent>> {
-        let mut events = Vec::new();
-        let mut after = after;
-        loop {
-            let page = self
-                .store
-                .list_events(conversation_id, after, EVENT_PAGE)
-                .await
-                .map_err(RuntimeError::internal)?;
-            let full = page.len() == EVENT_PAGE as usize;
-            after = page.last().map(|event| event.offset).or(after);
-            events.extend(page);
-            if !full {
-                return Ok(events);
+    async fn read_events(
+        &self,
+        conversation_id: &str,
+        range: &EventRange,
+    ) -> Result<Vec<RuntimeEvent>> {
+        self.store.read_events(conversation_id, range).await.map_err(RuntimeError::internal)
+    }
+
+    /// The extractive summary of the messages with offsets `from ..= to`: each as
+    /// `role: text` (a line shortened to [`SUMMARY_LINE_CHARS`]), the whole shortened to
+    /// [`SUMMARY_CHARS`]. Messages are read a page at a time only while the summary has
+    /// room; the rest are counted by the store, not read.
+    async fn summarise(&self, conversation_id: &str, from: u64, to: u64) -> Result<Value> {
+        let mut lines: Vec<String> = Vec::new();
+        let mut length = 0;
+        let mut after = from.checked_sub(1);
+        let before = to.checked_add(1);
+        while length <= SUMMARY_CHARS {
+            let page = EventRange {
+                after,
+                before,
+                kind: Some("message".to_owned()),
+                limit: COMPACTION_PAGE,
+                newest: false,
+            };
+            let events = self.read_events(conversation_id, &page).await?;
+            for event in &events {
+                let (Some(role), Some(text)) =
+                    (event.data["role"].as_str(), event.data["text"].as_str())
+                else {
+                    continue;
+                };
+                let line = format!("{role}: {}", shorten(text, SUMMARY_LINE_CHARS));
+                length += line.chars().count() + 1;
+                lines.push(line);
             }
+            if events.len() < COMPACTION_PAGE as usize {
+                break;
+            }
+            after = events.last().map(|event| event.offset);
         }
+        let counted = EventRange {
+            after: from.checked_sub(1),
+            before,
+            kind: Some("message".to_owned()),
+            ..EventRange::default()
+        };
+        let message_count = self
+            .store
+            .count_events(conversation_id, &counted)
+            .await
+            .map_err(RuntimeError::internal)?;
+        Ok(json!({
+            "fromOffset": from,
+            "toOffset": to,
+            "messageCount": message_count,
+            "text": shorten(&lines.join("\n"), SUMMARY_CHARS),
+        }))
     }
 
     /// A user message and the agent's reply, as one or two commits.
@@ -589,8 +638,13 @@ impl Runtime for DefaultRuntime {
         &self,
         conversation_id: &str,
         after_offset: Option<u64>,
+        limit: u32,
     ) -> Result<Vec<RuntimeEvent>> {
-        let events = self.events(conversation_id, after_offset).await?;
+        let events = self
+            .store
+            .list_events(conversation_id, after_offset, limit)
+            .await
+            .map_err(RuntimeError::internal)?;
         if events.is_empty() {
             // An empty page and an unknown conversation look alike; tell them apart.
             self.load(conversation_id).await?;
@@ -753,8 +807,12 @@ impl Runtime for DefaultRuntime {
     async fn resolve_channel_output(&self, input: ResolveOutputInput) -> Result<EventResult> {
         let _step = self.lock(&input.conversation_id).await;
         self.load(&input.conversation_id).await?;
-        let events = self.events(&input.conversation_id, None).await?;
-        let Some(output) = events.iter().find(|event| event.id == input.event_id) else {
+        let found = self
+            .store
+            .get_event(&input.conversation_id, &input.event_id)
+            .await
+            .map_err(RuntimeError::internal)?;
+        let Some(output) = found else {
             return Err(RuntimeError::Invalid(format!(
                 "eventId: conversation `{}` has no event `{}`",
                 input.conversation_id, input.event_id
@@ -877,7 +935,13 @@ impl Runtime for DefaultRuntime {
                      are working on it{}. Only the sentence.",
                     purpose.as_deref().map(|p| format!(": {p}")).unwrap_or_default()
                 );
-                chat.complete(vec![ChatMessage::user(ask)], |_: &str| {}).await.ok()
+                match chat.complete(vec![ChatMessage::user(ask)], |_: &str| {}).await {
+                    Ok(text) => Some(text),
+                    Err(error) => {
+                        tracing::warn!(%error, "the language model failed; a preamble without it");
+                        None
+                    }
+                }
             }
             (None, _) => None,
         };
@@ -898,8 +962,8 @@ impl Runtime for DefaultRuntime {
     async fn compact_conversation(&self, input: CompactInput) -> Result<CompactResult> {
         let _step = self.lock(&input.conversation_id).await;
         let (conversation, snapshot) = self.load(&input.conversation_id).await?;
-        let events = self.events(&conversation.id, None).await?;
-        let last = events.last().map_or(0, |event| event.offset);
+        let newest = EventRange { limit: 1, newest: true, ..EventRange::default() };
+        let last = self.read_events(&conversation.id, &newest).await?.pop().map_or(0, |e| e.offset);
         let from = input.from_offset.unwrap_or(0);
         let to = input.to_offset.unwrap_or(last);
         if to > last {
@@ -908,21 +972,8 @@ impl Runtime for DefaultRuntime {
             )));
         }
         let schema_version = input.schema_version.unwrap_or_else(|| "1".to_owned());
-        let lines: Vec<String> = events
-            .iter()
-            .filter(|event| (from..=to).contains(&event.offset) && event.kind == "message")
-            .filter_map(|event| {
-                let role = event.data["role"].as_str()?;
-                Some(format!("{role}: {}", shorten(event.data["text"].as_str()?, 200)))
-            })
-            .collect();
-        let summary = json!({
-            "schemaVersion": schema_version,
-            "fromOffset": from,
-            "toOffset": to,
-            "messageCount": lines.len(),
-            "text": shorten(&lines.join("\n"), 4000),
-        });
+        let mut summary = self.summarise(&conversation.id, from, to).await?;
+        summary["schemaVersion"] = json!(schema_version);
         let mut new_snapshot = snapshot.clone();
         new_snapshot.compaction_summary = Some(summary.clone());
         let data = json!({
@@ -993,7 +1044,15 @@ impl Runtime for DefaultRuntime {
 
     async fn replay_conversation(&self, input: ReplayInput) -> Result<ReplayResult> {
         let (conversation, snapshot) = self.load(&input.conversation_id).await?;
-        let events = self.events(&conversation.id, input.after_offset).await?;
+        // One more than the page says whether another page follows.
+        let mut events = self
+            .store
+            .list_events(&conversation.id, input.after_offset, input.limit.saturating_add(1))
+            .await
+            .map_err(RuntimeError::internal)?;
+        let more = events.len() > input.limit as usize;
+        events.truncate(input.limit as usize);
+        let next_after_offset = events.last().filter(|_| more).map(|event| event.offset);
         let messages = events
             .iter()
             .filter(|event| event.kind == "message")
@@ -1010,18 +1069,23 @@ impl Runtime for DefaultRuntime {
                 })
             })
             .collect();
+        // Open prompts are the conversation's state, not a page of its log: every prompt
+        // still open that was opened after `afterOffset`, at most a page of them.
         let open_prompts = self
             .store
-            .open_prompts(&conversation.id)
+            .open_prompts(&conversation.id, input.after_offset, None, MAX_EVENT_PAGE)
             .await
-            .map_err(RuntimeError::internal)?
-            .into_iter()
-            .filter(|prompt| input.after_offset.is_none_or(|after| prompt.offset > after))
-            .collect();
-        Ok(ReplayResult { conversation, events, messages, open_prompts, snapshot })
+            .map_err(RuntimeError::internal)?;
+        Ok(ReplayResult {
+            conversation,
+            events,
+            messages,
+            open_prompts,
+            snapshot,
+            next_after_offset,
+        })
     }
 }
-
 /// A channel event's data with the fields of a `message` event over it.
 fn with_message(channel_data: &Value, role: &str, text: &str) -> Value {
     let mut data = channel_data.clone();

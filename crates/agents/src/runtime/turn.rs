@@ -186,8 +186,10 @@ impl DefaultRuntime {
                     Ok(text) if !text.trim().is_empty() => text,
                     Ok(_) => draft,
                     Err(error) => {
+                        // The endpoint's address and answer go to the log, never to the
+                        // conversation's users.
                         tracing::warn!(%error, "the language model failed; answering without it");
-                        data["modelError"] = json!(error.to_string());
+                        data["modelError"] = json!(error.public_message());
                         if let Some(deltas) = deltas {
                             let _ = deltas.send(draft.clone());
                         }
@@ -300,7 +302,7 @@ impl DefaultRuntime {
                 let found = engine
                     .search_as(search, &reader.owners, |memory| reader.may_share(memory))
                     .await
-                    .map_err(|error| error.to_string())?;
+                    .map_err(|error| tool_error(name, error))?;
                 let hits: Vec<Value> = found
                     .hits
                     .iter()
@@ -336,7 +338,7 @@ impl DefaultRuntime {
                 let stored = engine
                     .create_memory(memory, &actor)
                     .await
-                    .map_err(|error| error.to_string())?;
+                    .map_err(|error| tool_error(name, error))?;
                 Ok(json!({ "memoryId": stored.id }))
             }
             other => Err(format!("unknown tool `{other}`; built in: memory.search, memory.store")),
@@ -375,6 +377,19 @@ impl DefaultRuntime {
         };
         out.activity_done(&id, "knowledge", label, None);
         references
+    }
+}
+
+/// What a tool call's event records of an engine failure: what was wrong with the tool's
+/// input, which the agent's author can fix; anything else (storage, an embeddings
+/// endpoint) is logged and recorded only as a failure.
+fn tool_error(tool: &str, error: cairn_memory::Error) -> String {
+    match error {
+        cairn_memory::Error::Invalid { .. } => error.to_string(),
+        error => {
+            tracing::error!(%error, tool, "a tool call failed");
+            "the memory engine failed; see the server's log".to_owned()
+        }
     }
 }
 

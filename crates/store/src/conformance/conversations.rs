@@ -9,7 +9,7 @@ use cairn_types::{
 };
 
 use crate::{
-    Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore,
+    Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore, EventRange,
     IdempotencyRecord, NewEvent, NewPrompt, PromptRecord,
 };
 
@@ -23,6 +23,7 @@ where
     conversation_pages_never_skip_or_repeat(open_store().await).await;
     conversations_filter_by_agent_and_update_time(open_store().await).await;
     commits_append_gapless_and_move_the_conversation(open_store().await).await;
+    bounded_reads_return_only_what_they_ask_for(open_store().await).await;
     lifecycle_and_snapshot_follow_commits(open_store().await).await;
     prompts_open_and_close_with_commits(open_store().await).await;
     idempotent_commits_apply_once(open_store().await).await;
@@ -326,6 +327,99 @@ async fn commits_append_gapless_and_move_the_conversation(store: Arc<dyn Convers
     assert_eq!(all_events(&store, &conversation.id).await.len(), 4);
 }
 
+/// `read_events`, `count_events` and `get_event`: the bounded reads the runtime's hot paths
+/// use instead of reading whole logs.
+async fn bounded_reads_return_only_what_they_ask_for(store: Arc<dyn ConversationStore>) {
+    let conversation = sample_conversation("agent-a", 1_000);
+    // Offsets 0..10: messages at even offsets, activities at odd ones.
+    let kinds = |n: u64| if n.is_multiple_of(2) { "message" } else { "activity" };
+    let log =
+        create(&store, &conversation, &(0..10).map(|n| new_event(kinds(n), n)).collect::<Vec<_>>())
+            .await;
+    let other = sample_conversation("agent-a", 2_000);
+    let other_log =
+        create(&store, &other, &(0..3).map(|n| new_event("message", n)).collect::<Vec<_>>()).await;
+
+    let read = |range: EventRange| {
+        let store = store.clone();
+        let id = conversation.id.clone();
+        async move { offsets(&store.read_events(&id, &range).await.unwrap()) }
+    };
+    let kind = |kind: &str| Some(kind.to_owned());
+    assert_eq!(
+        read(EventRange { limit: 3, ..EventRange::default() }).await,
+        [0, 1, 2],
+        "the oldest by default"
+    );
+    assert_eq!(
+        read(EventRange { limit: 3, newest: true, ..EventRange::default() }).await,
+        [7, 8, 9],
+        "newest keeps the newest, in offset order"
+    );
+    assert_eq!(read(EventRange::newest_of_kind("message", 2)).await, [6, 8], "of one kind");
+    assert_eq!(
+        read(EventRange { before: Some(6), ..EventRange::newest_of_kind("message", 2) }).await,
+        [2, 4],
+        "before is exclusive"
+    );
+    assert_eq!(
+        read(EventRange {
+            after: Some(3),
+            before: Some(9),
+            kind: kind("activity"),
+            limit: 10,
+            newest: false
+        })
+        .await,
+        [5, 7],
+        "after and before are exclusive, and the kind filters"
+    );
+    assert!(
+        read(EventRange { limit: 0, ..EventRange::default() }).await.is_empty(),
+        "a limit of 0 reads nothing"
+    );
+    assert!(
+        read(EventRange { after: Some(9), limit: 10, ..EventRange::default() }).await.is_empty()
+    );
+    assert!(read(EventRange::newest_of_kind("nothing", 10)).await.is_empty());
+    let full = store
+        .read_events(&conversation.id, &EventRange { limit: 100, ..EventRange::default() })
+        .await
+        .unwrap();
+    assert_eq!(full, log, "events read back as created, and never another conversation's");
+
+    let count = |range: EventRange| {
+        let store = store.clone();
+        let id = conversation.id.clone();
+        async move { store.count_events(&id, &range).await.unwrap() }
+    };
+    assert_eq!(count(EventRange::default()).await, 10, "a count ignores the limit");
+    assert_eq!(count(EventRange::newest_of_kind("message", 1)).await, 5);
+    assert_eq!(
+        count(EventRange { after: Some(3), kind: kind("message"), ..EventRange::default() }).await,
+        3
+    );
+    assert_eq!(
+        count(EventRange { after: Some(2), before: Some(5), ..EventRange::default() }).await,
+        2
+    );
+    assert_eq!(store.count_events("conv_missing", &EventRange::default()).await.unwrap(), 0);
+
+    for event in [&log[0], &log[4], &log[9]] {
+        assert_eq!(
+            store.get_event(&conversation.id, &event.id).await.unwrap().as_ref(),
+            Some(event)
+        );
+    }
+    assert_eq!(
+        store.get_event(&conversation.id, &other_log[0].id).await.unwrap(),
+        None,
+        "an event of another conversation is not found"
+    );
+    assert_eq!(store.get_event(&conversation.id, "evt_missing").await.unwrap(), None);
+    assert_eq!(store.get_event("conv_missing", &log[0].id).await.unwrap(), None);
+}
+
 async fn lifecycle_and_snapshot_follow_commits(store: Arc<dyn ConversationStore>) {
     let conversation = sample_conversation("agent-a", 1_000);
     create(&store, &conversation, &[]).await;
@@ -410,13 +504,23 @@ async fn prompts_open_and_close_with_commits(store: Arc<dyn ConversationStore>) 
         )
     };
     let (_, events) = committed(store.commit(&opening).await.unwrap());
-    let open = store.open_prompts(&conversation.id).await.unwrap();
+    let open = store.open_prompts(&conversation.id, None, None, 100).await.unwrap();
     assert_eq!(
         open.iter().map(|p| (p.prompt_id.as_str(), p.offset)).collect::<Vec<_>>(),
         [("prm_first", events[1].offset), ("prm_second", events[2].offset)],
         "open prompts are oldest first and keep the offset of the event that opened them"
     );
     assert_eq!(open[0].widget_kind, "choice");
+    let (first, second) = (events[1].offset, events[2].offset);
+    let open_between = |after, before, limit| {
+        let store = store.clone();
+        let id = conversation.id.clone();
+        async move { store.open_prompts(&id, after, before, limit).await.unwrap() }
+    };
+    assert_eq!(open_between(Some(first), None, 100).await, open[1..], "after is exclusive");
+    assert_eq!(open_between(None, Some(second), 100).await, open[..1], "before is exclusive");
+    assert_eq!(open_between(None, None, 1).await, open[..1], "the limit keeps the oldest");
+    assert!(open_between(Some(first), Some(second), 100).await.is_empty());
     assert_eq!(open[0].input, serde_json::json!({"options": ["yes", "no"], "id": "prm_first"}));
     let record = store.get_prompt(&conversation.id, "prm_first").await.unwrap().unwrap();
     assert_eq!(record, PromptRecord { prompt: open[0].clone(), output: None });
@@ -431,7 +535,7 @@ async fn prompts_open_and_close_with_commits(store: Arc<dyn ConversationStore>) 
         )
     };
     committed(store.commit(&closing).await.unwrap());
-    let still_open = store.open_prompts(&conversation.id).await.unwrap();
+    let still_open = store.open_prompts(&conversation.id, None, None, 100).await.unwrap();
     assert_eq!(still_open, open[1..], "an answered prompt is no longer open");
     let record = store.get_prompt(&conversation.id, "prm_first").await.unwrap().unwrap();
     assert_eq!(record, PromptRecord { prompt: open[0].clone(), output: Some(answer) });
@@ -498,7 +602,7 @@ async fn idempotent_commits_apply_once(store: Arc<dyn ConversationStore>) {
     assert_eq!(all_events(&store, &conversation.id).await.len(), 3, "a duplicate adds nothing");
     let unchanged = Conversation { updated_at: Timestamp::from_millis(2_000), ..conversation };
     assert_eq!(store.get_conversation(&unchanged.id).await.unwrap().as_ref(), Some(&unchanged));
-    assert!(store.open_prompts(&unchanged.id).await.unwrap().is_empty());
+    assert!(store.open_prompts(&unchanged.id, None, None, 100).await.unwrap().is_empty());
     assert_eq!(store.find_idempotency("request-1").await.unwrap(), Some(record.clone()));
 
     let other = sample_conversation("agent-b", 1_000);

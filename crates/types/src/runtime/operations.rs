@@ -104,13 +104,42 @@ pub struct SnapshotResult {
     pub snapshot: Snapshot,
 }
 
-/// `afterOffset`: the query of listEvents, streamEvents and replayConversation.
+/// `afterOffset`: the query of streamEvents.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct AfterOffset {
     /// Only events with a higher offset (all when absent).
     pub after_offset: Option<u64>,
+}
+
+/// The most events one listEvents or replayConversation call returns, and its default
+/// `limit`. Longer logs are read a page at a time: pass a page's `nextAfterOffset` as the
+/// next call's `afterOffset`.
+pub const MAX_EVENT_PAGE: u32 = 1000;
+
+/// The query of listEvents and replayConversation: a page of the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Only events with a higher offset (from the first event when absent).
+    pub after_offset: Option<u64>,
+    /// At most this many events, the oldest first (default and maximum 1000).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+}
+
+/// A page of the log (listEvents): `{events, nextAfterOffset?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    /// Events in offset order.
+    pub events: Vec<RuntimeEvent>,
+    /// Present when the log held more events than the page: pass it as `afterOffset` for
+    /// the next page. Absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after_offset: Option<u64>,
 }
 
 /// The body of `POST /conversations/:id/messages` (sendMessage).
@@ -318,13 +347,21 @@ pub struct ReplayMessage {
     pub reason: Option<String>,
 }
 
-/// A conversation rebuilt from its log.
+/// A conversation rebuilt from its log, a page of events at a time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplayResult {
     pub conversation: Conversation,
+    /// The page's events, in offset order.
     pub events: Vec<RuntimeEvent>,
+    /// The messages of the page's events.
     pub messages: Vec<ReplayMessage>,
+    /// The prompts open now that were opened after `afterOffset` (at most 1000), whatever
+    /// the page holds: the conversation's state, not a page of its log.
     pub open_prompts: Vec<OpenPrompt>,
     pub snapshot: Snapshot,
+    /// Present when the log held more events than the page: pass it as `afterOffset` for
+    /// the next page. Absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after_offset: Option<u64>,
 }

@@ -1,0 +1,345 @@
+//! The default runtime reads what a step needs, not the whole log: on a conversation of
+//! 10,000 events, a turn with a language model, compaction, resolveChannelOutput, replay
+//! and listEvents each read a bounded number of rows. The store is real SQLite, wrapped to
+//! count the rows every read returns; the model is a stand-in over loopback HTTP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cairn_agents::llm::ChatConfig;
+use cairn_agents::{DefaultRuntime, RuntimeConfig};
+use cairn_runtime::{
+    CompactInput, CreateConversationInput, ReplayInput, ResolveOutputInput, Runtime,
+    UserMessageInput,
+};
+use cairn_store::{
+    Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
+    NewEvent, PromptRecord, Result,
+};
+use cairn_store_sqlite::SqliteStore;
+use cairn_types::{Conversation, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
+use serde_json::{Value, json};
+
+/// A store that counts the rows (events and prompts) its reads return.
+struct CountingStore {
+    inner: SqliteStore,
+    rows: AtomicU64,
+}
+
+impl CountingStore {
+    fn count<T>(&self, rows: Result<Vec<T>>) -> Result<Vec<T>> {
+        if let Ok(rows) = &rows {
+            self.rows.fetch_add(rows.len() as u64, Ordering::SeqCst);
+        }
+        rows
+    }
+
+    /// The rows read since the last call.
+    fn take(&self) -> u64 {
+        self.rows.swap(0, Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ConversationStore for CountingStore {
+    async fn create_conversation(
+        &self,
+        conversation: &Conversation,
+        snapshot: &Snapshot,
+        events: &[NewEvent],
+    ) -> Result<Option<Vec<RuntimeEvent>>> {
+        self.inner.create_conversation(conversation, snapshot, events).await
+    }
+
+    async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>> {
+        self.inner.get_conversation(id).await
+    }
+
+    async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>> {
+        self.inner.list_conversations(query).await
+    }
+
+    async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>> {
+        self.inner.delete_conversations(ids).await
+    }
+
+    async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>> {
+        self.inner.conversations_with_contact(kind, address).await
+    }
+
+    async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>> {
+        self.inner.conversations_mentioning(text).await
+    }
+
+    async fn commit(&self, commit: &Commit) -> Result<CommitOutcome> {
+        self.inner.commit(commit).await
+    }
+
+    async fn list_events(
+        &self,
+        conversation_id: &str,
+        after_offset: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<RuntimeEvent>> {
+        self.count(self.inner.list_events(conversation_id, after_offset, limit).await)
+    }
+
+    async fn read_events(
+        &self,
+        conversation_id: &str,
+        range: &EventRange,
+    ) -> Result<Vec<RuntimeEvent>> {
+        self.count(self.inner.read_events(conversation_id, range).await)
+    }
+
+    async fn count_events(&self, conversation_id: &str, range: &EventRange) -> Result<u64> {
+        self.inner.count_events(conversation_id, range).await
+    }
+
+    async fn get_event(
+        &self,
+        conversation_id: &str,
+        event_id: &str,
+    ) -> Result<Option<RuntimeEvent>> {
+        let found = self.inner.get_event(conversation_id, event_id).await;
+        self.count(found.map(|event| event.into_iter().collect())).map(|mut found| found.pop())
+    }
+
+    async fn events_between(
+        &self,
+        conversation_id: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<RuntimeEvent>> {
+        self.count(self.inner.events_between(conversation_id, from, to).await)
+    }
+
+    async fn get_snapshot(&self, conversation_id: &str) -> Result<Option<Snapshot>> {
+        self.inner.get_snapshot(conversation_id).await
+    }
+
+    async fn open_prompts(
+        &self,
+        conversation_id: &str,
+        after: Option<u64>,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<OpenPrompt>> {
+        self.count(self.inner.open_prompts(conversation_id, after, before, limit).await)
+    }
+
+    async fn get_prompt(
+        &self,
+        conversation_id: &str,
+        prompt_id: &str,
+    ) -> Result<Option<PromptRecord>> {
+        self.inner.get_prompt(conversation_id, prompt_id).await
+    }
+
+    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>> {
+        self.inner.find_idempotency(key).await
+    }
+}
+
+/// A chat-completions stand-in: answers every request with a plain JSON completion and
+/// keeps the request bodies.
+fn chat_stand_in() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let kept = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let body = read_request_body(&stream);
+            kept.lock().unwrap().push(body);
+            let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}}]})
+                .to_string();
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    (url, requests)
+}
+
+fn read_request_body(stream: &TcpStream) -> Value {
+    let mut reader = BufReader::new(stream);
+    let (mut length, mut chunked) = (0, false);
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_ascii_lowercase();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(value) = line.strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap();
+        }
+        chunked |= line.starts_with("transfer-encoding:") && line.contains("chunked");
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else {
+        body.resize(length, 0);
+        reader.read_exact(&mut body).unwrap();
+    }
+    serde_json::from_slice(&body).unwrap()
+}
+
+const LOG_EVENTS: u64 = 10_000;
+
+/// A runtime with a model over a counting store, and a conversation of 10,000 events:
+/// every fifth a message (`m<offset>`, users and assistants in turn), the rest activities.
+async fn long_conversation(
+    directory: &tempfile::TempDir,
+) -> (Arc<CountingStore>, DefaultRuntime, String, Arc<Mutex<Vec<Value>>>) {
+    let inner = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
+    let store = Arc::new(CountingStore { inner, rows: AtomicU64::new(0) });
+    let (url, requests) = chat_stand_in();
+    let chat =
+        ChatConfig { url, model: "m".into(), api_key: None, timeout: Duration::from_secs(60) };
+    let config = RuntimeConfig { chat: Some(chat), ..RuntimeConfig::default() };
+    let runtime = DefaultRuntime::new(store.clone(), None, config);
+    let conversation =
+        runtime.create_conversation(CreateConversationInput::default()).await.unwrap();
+    let event = |offset: u64| match offset % 10 {
+        0 => {
+            json!({"messageId": format!("msg_{offset}"), "role": "user", "text": format!("m{offset}"), "intermediate": false})
+        }
+        5 => {
+            json!({"messageId": format!("msg_{offset}"), "role": "assistant", "text": format!("m{offset}"), "intermediate": false})
+        }
+        _ => json!({"activityId": "act_1", "kind": "tool", "label": "work", "status": "done"}),
+    };
+    for batch in 0..10 {
+        let events = (batch * 1_000 + 1..=batch * 1_000 + 1_000)
+            .take_while(|offset| *offset < LOG_EVENTS)
+            .map(|offset| {
+                let kind = if offset % 5 == 0 { "message" } else { "activity" };
+                NewEvent { kind: kind.to_owned(), data: event(offset) }
+            })
+            .collect();
+        let commit = Commit::events(&conversation.id, events, Timestamp::now());
+        assert!(matches!(store.commit(&commit).await.unwrap(), CommitOutcome::Committed { .. }));
+    }
+    store.take();
+    (store, runtime, conversation.id, requests)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_a_long_conversation_reads_only_its_newest_messages() {
+    let directory = tempfile::tempdir().unwrap();
+    let (store, runtime, id, requests) = long_conversation(&directory).await;
+
+    for (turn, question) in ["What did we say?", "And then?"].into_iter().enumerate() {
+        let input = UserMessageInput {
+            conversation_id: id.clone(),
+            text: question.to_owned(),
+            ..UserMessageInput::default()
+        };
+        let reply = runtime.handle_user_message(input).await.unwrap();
+        assert_eq!(reply.text, "Noted.");
+        let rows = store.take();
+        assert!(rows <= 40, "turn {turn} read {rows} rows of a {LOG_EVENTS}-event log");
+    }
+
+    // The model still saw the newest 20 messages, oldest first, and the question.
+    let requests = requests.lock().unwrap();
+    let messages = requests[0]["messages"].as_array().unwrap();
+    let texts: Vec<&str> = messages[1..].iter().map(|m| m["content"].as_str().unwrap()).collect();
+    let newest: Vec<String> = (0..20).rev().map(|n| format!("m{}", 9_995 - 5 * n)).collect();
+    assert_eq!(texts[..20], newest, "the last 20 messages of the log");
+    assert_eq!(texts[20], "What did we say?");
+    let second = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(second.len(), 22, "the system prompt, 20 messages and the question");
+    assert_eq!(second[19]["content"], "What did we say?");
+    assert_eq!(second[20]["content"], "Noted.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_resolution_replay_and_listing_read_bounded_pages() {
+    let directory = tempfile::tempdir().unwrap();
+    let (store, runtime, id, _) = long_conversation(&directory).await;
+    let newest = store.inner.list_events(&id, Some(9_990), 10).await.unwrap();
+    let output = newest.iter().find(|event| event.offset == 9_995).unwrap();
+
+    let resolved = runtime
+        .resolve_channel_output(ResolveOutputInput {
+            conversation_id: id.clone(),
+            event_id: output.id.clone(),
+            status: "delivered".into(),
+            channel: None,
+            delivery_id: None,
+            provider: None,
+            error: None,
+            metadata: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(resolved.event.data["outputOffset"], 9_995);
+    assert_eq!(store.take(), 1, "resolveChannelOutput reads the one event, by id");
+
+    let compacted = runtime
+        .compact_conversation(CompactInput {
+            conversation_id: id.clone(),
+            from_offset: None,
+            to_offset: None,
+            schema_version: None,
+        })
+        .await
+        .unwrap();
+    let rows = store.take();
+    assert!(rows <= 501, "compaction read {rows} rows");
+    assert_eq!(compacted.summary["messageCount"], 1_999, "every message is counted");
+    assert_eq!(compacted.summary["toOffset"], LOG_EVENTS, "the whole log, up to the resolution");
+    let text = compacted.summary["text"].as_str().unwrap();
+    assert!(text.starts_with("assistant: m5 user: m10 assistant: m15"), "{text}");
+    assert!(text.chars().count() <= 4_001, "{}", text.len());
+
+    let replay = runtime
+        .replay_conversation(ReplayInput {
+            conversation_id: id.clone(),
+            after_offset: None,
+            limit: 1_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(replay.events.len(), 1_000);
+    assert_eq!(replay.next_after_offset, Some(999));
+    assert_eq!(replay.messages.len(), 199);
+    assert_eq!(store.take(), 1_001, "a page and the one that says more follow");
+
+    let tail = runtime
+        .replay_conversation(ReplayInput {
+            conversation_id: id.clone(),
+            after_offset: Some(9_990),
+            limit: 1_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(tail.events.len(), 11, "up to the compaction's event");
+    assert_eq!(tail.next_after_offset, None);
+
+    store.take();
+    let page = runtime.list_events(&id, Some(5_000), 11).await.unwrap();
+    assert_eq!(page.first().map(|event| event.offset), Some(5_001));
+    assert_eq!(store.take(), 11);
+}
