@@ -115,7 +115,9 @@ impl Authorize for MemoryAuthorize {
             .authorize_runtime(request, role, class, &self.trusted_origins, conversation)
             .await;
         match authorized {
-            Ok(_) => Authorization::Allow,
+            // Streams are capped per principal: per key, token or JWT subject, and per local
+            // address in the solo profile.
+            Ok(principal) => Authorization::AllowAs(principal.id),
             Err(response) => Authorization::Respond(response),
         }
     }

@@ -554,8 +554,34 @@ impl ConversationStore for FailingSyncStore {
         self.inner.get_snapshot(conversation_id).await
     }
 
-    async fn open_prompts(&self, conversation_id: &str) -> Result<Vec<OpenPrompt>> {
-        self.inner.open_prompts(conversation_id).await
+    async fn open_prompts(
+        &self,
+        conversation_id: &str,
+        after: Option<u64>,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<OpenPrompt>> {
+        self.inner.open_prompts(conversation_id, after, before, limit).await
+    }
+
+    async fn read_events(
+        &self,
+        conversation_id: &str,
+        range: &EventRange,
+    ) -> Result<Vec<RuntimeEvent>> {
+        self.inner.read_events(conversation_id, range).await
+    }
+
+    async fn count_events(&self, conversation_id: &str, range: &EventRange) -> Result<u64> {
+        self.inner.count_events(conversation_id, range).await
+    }
+
+    async fn get_event(
+        &self,
+        conversation_id: &str,
+        event_id: &str,
+    ) -> Result<Option<RuntimeEvent>> {
+        self.inner.get_event(conversation_id, event_id).await
     }
 
     async fn get_prompt(
