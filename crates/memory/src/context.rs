@@ -39,8 +39,9 @@ async fn repo_candidates(
     repo: Option<&str>,
     budget: u32,
 ) -> Result<Vec<cairn_store::TextMatch>> {
+    let filter = MemoryFilter::default();
     let mut candidates =
-        engine.candidates(text, &MemoryFilter::default(), candidates_for(budget), None).await?;
+        engine.candidates(text, &filter, repo, candidates_for(budget), None).await?;
     candidates.retain(|candidate| crate::repo_admits(repo, candidate.memory.repo.as_deref()));
     Ok(candidates)
 }
