@@ -465,11 +465,28 @@ mod tests {
 
     #[test]
     fn fusion_rewards_agreement_and_keeps_what_one_side_found() {
-        let fused = fuse(ranked(&["a", "b", "c"]), ranked(&["b", "d"]));
-        let order: Vec<&str> = fused.iter().map(|m| m.memory.id.as_str()).collect();
-        assert_eq!(order, ["b", "a", "c", "d"], "full text counts more than meaning alone");
-        let expected = 1.0 / (FUSION_K + 2.0) + SEMANTIC_WEIGHT / (FUSION_K + 1.0);
-        assert!((fused[0].relevance - expected).abs() < 1e-12);
+        let order = |fulltext: &[&str], semantic: &[&str]| -> Vec<String> {
+            fuse(ranked(fulltext), ranked(semantic))
+                .into_iter()
+                .map(|candidate| candidate.memory.id)
+                .collect()
+        };
+        assert_eq!(
+            order(&["a", "b", "c"], &["b", "d"]),
+            ["b", "a", "c", "d"],
+            "found by both comes first; what one side alone found is kept"
+        );
+        assert_eq!(
+            order(&["words"], &["meaning"]),
+            ["words", "meaning"],
+            "full text counts more than meaning alone"
+        );
+        assert_eq!(
+            order(&["a", "x", "both"], &["y", "z", "both"]),
+            ["both", "a", "x", "y", "z"],
+            "agreement at rank three beats either side's first"
+        );
+        assert_eq!(order(&[], &["m", "n"]), ["m", "n"], "one ranking alone keeps its order");
     }
 
     /// A stand-in for a sentence model: words of one meaning embed alike, so a query finds
