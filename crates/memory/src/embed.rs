@@ -200,14 +200,13 @@ impl VectorIndex for FlatIndex {
                 && filter.status.is_none_or(|status| status == row.status)
                 && repo.is_none_or(|wanted| row.repo == NO_REPO || Some(row.repo) == wanted)
         };
-        let mut scored: Vec<(usize, f32)> = self
-            .rows
-            .chunks_exact(self.dimensions)
-            .zip(&self.labels)
-            .enumerate()
-            .filter(|(_, (_, labels))| admits(labels))
-            .map(|(position, (row, _))| (position, dot(row, query)))
-            .collect();
+        let mut scored: Vec<(usize, f32)> = Vec::with_capacity(self.ids.len());
+        let rows = self.rows.chunks_exact(self.dimensions).zip(&self.labels);
+        for (position, (row, labels)) in rows.enumerate() {
+            if admits(labels) {
+                scored.push((position, dot(row, query)));
+            }
+        }
         let k = k.min(scored.len());
         if k < scored.len() {
             scored.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1));
