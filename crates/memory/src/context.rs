@@ -9,7 +9,7 @@ use cairn_types::{
 };
 
 use crate::rank::{self, Preferences, Ranked};
-use crate::tokens::{self, EntryTokens};
+use crate::tokens;
 use crate::{Engine, Result, privacy, text, validate};
 
 pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Result<ContextPack> {
@@ -19,8 +19,9 @@ pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Re
     let candidates = repo_candidates(engine, &task, repo.as_deref(), budget).await?;
     let preferences = Preferences { repo: repo.as_deref(), boost: None };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let mut packer = Packer::new(budget as usize, &engine.entry_tokens);
-    packer.add_all(ranked, MATCHES);
+    let mut packer = Packer::new(budget as usize);
+    let costs = entry_costs(engine, ranked.iter().map(|ranked| &ranked.memory)).await;
+    packer.add_all(ranked, MATCHES, &costs);
     add_standing_rules(engine, &mut packer, repo.as_deref()).await?;
     let (pack, _) = packer.finish();
     record_recall(engine, &pack.memory_ids, &task).await?;
@@ -39,8 +40,9 @@ async fn repo_candidates(
     repo: Option<&str>,
     budget: u32,
 ) -> Result<Vec<cairn_store::TextMatch>> {
+    let filter = MemoryFilter::default();
     let mut candidates =
-        engine.candidates(text, &MemoryFilter::default(), candidates_for(budget), None).await?;
+        engine.candidates(text, &filter, repo, candidates_for(budget), None).await?;
     candidates.retain(|candidate| crate::repo_admits(repo, candidate.memory.repo.as_deref()));
     Ok(candidates)
 }
@@ -50,7 +52,7 @@ async fn repo_candidates(
 /// when they share no word with it.
 async fn add_standing_rules(
     engine: &Engine,
-    packer: &mut Packer<'_>,
+    packer: &mut Packer,
     repo: Option<&str>,
 ) -> Result<()> {
     let Some(repo) = repo else { return Ok(()) };
@@ -58,12 +60,14 @@ async fn add_standing_rules(
         // Full of what matched: no rule would fit.
         return Ok(());
     }
-    let memories = engine.store.newest_repo_memories(repo, STANDING_RULES).await?;
+    let mut memories = engine.store.newest_repo_memories(repo, STANDING_RULES).await?;
+    memories.retain(|memory| {
+        privacy::owners(memory).next().is_none() && text::is_rule(&memory.content)
+    });
+    let costs = entry_costs(engine, memories.iter()).await;
     let reason = format!("a standing rule of repository {repo}");
     for memory in memories {
-        if privacy::owners(&memory).next().is_none() && text::is_rule(&memory.content) {
-            packer.add(memory, &reason);
-        }
+        packer.add(memory, &reason, &costs);
     }
     Ok(())
 }
@@ -95,8 +99,9 @@ pub(crate) async fn coding_context(
     };
     let preferences = Preferences { repo: repo.as_deref(), boost: Some(&boost) };
     let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-    let mut packer = Packer::new(budget as usize, &engine.entry_tokens);
-    packer.add_all(ranked, MATCHES);
+    let mut packer = Packer::new(budget as usize);
+    let costs = entry_costs(engine, ranked.iter().map(|ranked| &ranked.memory)).await;
+    packer.add_all(ranked, MATCHES, &costs);
     add_standing_rules(engine, &mut packer, repo.as_deref()).await?;
     let (pack, contents) = packer.finish();
     record_recall(engine, &pack.memory_ids, &task).await?;
@@ -143,16 +148,53 @@ async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Re
     Ok(())
 }
 
+/// The token count of each memory's entry, by id: from the cache, and what it lacks (new
+/// memories after a restart, changed ones) counted on a blocking thread, since tokenizing
+/// is CPU work (tens of microseconds an entry) that must not stall the async workers.
+async fn entry_costs<'m>(
+    engine: &Engine,
+    memories: impl Iterator<Item = &'m Memory>,
+) -> HashMap<String, usize> {
+    let mut costs = HashMap::new();
+    let mut missing = Vec::new();
+    for memory in memories {
+        match engine.entry_tokens.get(memory) {
+            Some(cost) => {
+                costs.insert(memory.id.clone(), cost);
+            }
+            None => missing.push(memory.clone()),
+        }
+    }
+    if missing.is_empty() {
+        return costs;
+    }
+    let cache = engine.entry_tokens.clone();
+    let count = move || {
+        missing
+            .into_iter()
+            .map(|memory| {
+                let cost = cache.insert(&memory, tokens::count_tokens(&format_entry(&memory)));
+                (memory.id, cost)
+            })
+            .collect::<Vec<_>>()
+    };
+    match tokio::task::spawn_blocking(count).await {
+        Ok(counted) => costs.extend(counted),
+        // The packer counts what is missing itself.
+        Err(error) => tracing::error!(%error, "counting tokens failed"),
+    }
+    costs
+}
+
 /// Lays memories out in the order they are added (each with why), skipping any that would
 /// overflow the budget or is in already. Also returns the used memories' contents by id.
 ///
 /// The count of the whole context is the sum of its entries' counts: o200k's pre-tokenizer
 /// never joins a piece across an entry's closing newline and the next entry's `-`, so
 /// byte-pair merges cannot cross entries (a test checks this on awkward text). Entries'
-/// counts are cached by memory and version, so a pack costs no tokenizing once warm.
-struct Packer<'a> {
+/// counts come from [`entry_costs`], so packing itself does not tokenize.
+struct Packer {
     budget: usize,
-    cache: &'a EntryTokens,
     context: String,
     token_count: usize,
     memory_ids: Vec<String>,
@@ -160,11 +202,10 @@ struct Packer<'a> {
     contents: HashMap<String, String>,
 }
 
-impl<'a> Packer<'a> {
-    fn new(budget: usize, cache: &'a EntryTokens) -> Packer<'a> {
+impl Packer {
+    fn new(budget: usize) -> Packer {
         Packer {
             budget,
-            cache,
             context: String::new(),
             token_count: 0,
             memory_ids: Vec::new(),
@@ -177,28 +218,25 @@ impl<'a> Packer<'a> {
         self.budget - self.token_count
     }
 
-    fn add_all(&mut self, ranked: Vec<Ranked>, reason: &str) {
+    fn add_all(&mut self, ranked: Vec<Ranked>, reason: &str, costs: &HashMap<String, usize>) {
         for Ranked { memory, .. } in ranked {
             if self.token_count == self.budget {
                 break;
             }
-            self.add(memory, reason);
+            self.add(memory, reason, costs);
         }
     }
 
     /// Adds a memory when it fits what is left of the budget and is not in the pack yet.
-    fn add(&mut self, memory: Memory, reason: &str) {
+    /// `costs` has its entry's count (only a failed count leaves it to be counted here).
+    fn add(&mut self, memory: Memory, reason: &str, costs: &HashMap<String, usize>) {
         let remaining = self.budget - self.token_count;
-        if self.contents.contains_key(&memory.id)
-            || self.cache.get(&memory).is_some_and(|cost| cost > remaining)
-        {
+        let known = costs.get(&memory.id).copied();
+        if self.contents.contains_key(&memory.id) || known.is_some_and(|cost| cost > remaining) {
             return;
         }
         let entry = format_entry(&memory);
-        let cost = self
-            .cache
-            .get(&memory)
-            .unwrap_or_else(|| self.cache.insert(&memory, tokens::count_tokens(&entry)));
+        let cost = known.unwrap_or_else(|| tokens::count_tokens(&entry));
         if cost > remaining {
             return;
         }
@@ -222,15 +260,17 @@ impl<'a> Packer<'a> {
     }
 }
 
-/// Ranked memories packed as the task's matches.
+/// Ranked memories packed as the task's matches, their costs counted here.
 #[cfg(test)]
-fn pack(
-    ranked: Vec<Ranked>,
-    budget: usize,
-    cache: &EntryTokens,
-) -> (ContextPack, HashMap<String, String>) {
-    let mut packer = Packer::new(budget, cache);
-    packer.add_all(ranked, MATCHES);
+fn pack(ranked: Vec<Ranked>, budget: usize) -> (ContextPack, HashMap<String, String>) {
+    let costs = ranked
+        .iter()
+        .map(|ranked| {
+            (ranked.memory.id.clone(), tokens::count_tokens(&format_entry(&ranked.memory)))
+        })
+        .collect();
+    let mut packer = Packer::new(budget);
+    packer.add_all(ranked, MATCHES, &costs);
     packer.finish()
 }
 
@@ -289,7 +329,7 @@ impl FileNames {
 #[cfg(test)]
 mod tests {
     use cairn_store::conformance::sample_memory;
-    use cairn_types::Scope;
+    use cairn_types::{ContextRequest, Scope};
 
     use super::*;
 
@@ -299,7 +339,7 @@ mod tests {
         let short = sample_memory("Use pnpm.\nNot npm.", Scope::Repo, 0);
         let ranked =
             vec![Ranked { memory: long, score: 1.0 }, Ranked { memory: short.clone(), score: 0.5 }];
-        let (packed, _) = pack(ranked, 20, &EntryTokens::default());
+        let (packed, _) = pack(ranked, 20);
         assert_eq!(
             packed.memory_ids,
             vec![short.id],
@@ -337,6 +377,36 @@ mod tests {
                     "{joined:?}"
                 );
             }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn entries_the_cache_lacks_are_counted_and_kept() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        let store: std::sync::Arc<dyn cairn_store::Store> = std::sync::Arc::new(store.unwrap());
+        let new = |content: &str| cairn_types::NewMemory {
+            content: content.to_owned(),
+            scope: Scope::User,
+            repo: None,
+            tags: vec![],
+            source: None,
+            metadata: Default::default(),
+        };
+        let inputs = vec![new("Use pnpm, not npm."), new("pnpm store lives in ~/.pnpm-store")];
+        let created = Engine::new(store.clone()).create_memories(inputs, "tester").await.unwrap();
+        // A new engine over the same store counts nothing ahead, as after a restart.
+        let engine = Engine::new(store);
+        assert!(created.iter().all(|memory| engine.entry_tokens.get(memory).is_none()));
+
+        let request =
+            ContextRequest { task: "pnpm".to_owned(), repo: None, token_budget: Some(100) };
+        let pack = engine.context(request).await.unwrap();
+        assert_eq!(pack.memories_used, 2, "{}", pack.context);
+        assert_eq!(pack.token_count, tokens::count_tokens(&pack.context));
+        for memory in &created {
+            let counted = tokens::count_tokens(&format_entry(memory));
+            assert_eq!(engine.entry_tokens.get(memory), Some(counted), "kept for the next pack");
         }
     }
 

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use cairn_types::{Memory, Scope, Status, Timestamp};
+
 /// Why embedding failed.
 #[derive(Debug, thiserror::Error)]
 #[error("embedding failed: {0}")]
@@ -21,48 +23,154 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 
+/// What an index keeps of a vector's memory besides the vector, so that a search filters
+/// before its top-k cut rather than after it. A cache of the store's truth: the engine checks
+/// every hit against the store and corrects the labels it finds stale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VectorLabels {
+    pub repo: Option<String>,
+    pub scope: Scope,
+    pub status: Status,
+    /// The memory's `updatedAt` the labels were read at.
+    pub version: Timestamp,
+}
+
+impl VectorLabels {
+    pub fn of(memory: &Memory) -> VectorLabels {
+        VectorLabels {
+            repo: memory.repo.clone(),
+            scope: memory.scope,
+            status: memory.status,
+            version: memory.updated_at,
+        }
+    }
+}
+
+/// Which vectors a search may return (`None` admits any).
+#[derive(Debug, Clone, Default)]
+pub struct VectorFilter {
+    pub scope: Option<Scope>,
+    pub status: Option<Status>,
+    /// The repository rule of retrieval: this repository's memories and those of none.
+    pub repo: Option<String>,
+}
+
+impl VectorFilter {
+    pub fn admits(&self, labels: &VectorLabels) -> bool {
+        self.scope.is_none_or(|scope| scope == labels.scope)
+            && self.status.is_none_or(|status| status == labels.status)
+            && match (&self.repo, &labels.repo) {
+                (Some(wanted), Some(own)) => wanted == own,
+                _ => true,
+            }
+    }
+}
+
 /// Nearest-neighbour search over unit vectors by dot product (cosine similarity). Behind a
 /// trait so an approximate index can replace the exact one.
 pub trait VectorIndex: Send + Sync {
-    fn upsert(&mut self, id: &str, vector: &[f32]);
+    fn upsert(&mut self, id: &str, vector: &[f32], labels: VectorLabels);
+    /// Replaces a vector's labels; nothing happens when the index lacks it.
+    fn relabel(&mut self, id: &str, labels: VectorLabels);
+    fn labels(&self, id: &str) -> Option<VectorLabels>;
     fn remove(&mut self, id: &str);
-    /// The `k` most similar ids, most similar first, with their similarity.
-    fn search(&self, query: &[f32], k: usize) -> Vec<(String, f32)>;
+    /// The `k` most similar ids among those `filter` admits, most similar first, with their
+    /// similarity.
+    fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)>;
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
 
-/// Exact search over one contiguous `f32` matrix: a brute-force dot product per row.
+/// Exact search over one contiguous `f32` matrix: a brute-force dot product per admitted row.
 #[derive(Debug)]
 pub struct FlatIndex {
     dimensions: usize,
     ids: Vec<String>,
     rows: Vec<f32>,
+    /// One per row, in row order.
+    labels: Vec<RowLabels>,
     positions: HashMap<String, usize>,
+    /// Repository names, interned: a row holds an index into `repos`.
+    repos: Vec<String>,
+    repo_numbers: HashMap<String, u32>,
 }
+
+/// A row's labels as the scan reads them: the repository interned (`NO_REPO` for none).
+#[derive(Debug, Clone, Copy)]
+struct RowLabels {
+    repo: u32,
+    scope: Scope,
+    status: Status,
+    version: Timestamp,
+}
+
+const NO_REPO: u32 = u32::MAX;
 
 impl FlatIndex {
     pub fn new(dimensions: usize) -> FlatIndex {
-        FlatIndex { dimensions, ids: Vec::new(), rows: Vec::new(), positions: HashMap::new() }
+        FlatIndex {
+            dimensions,
+            ids: Vec::new(),
+            rows: Vec::new(),
+            labels: Vec::new(),
+            positions: HashMap::new(),
+            repos: Vec::new(),
+            repo_numbers: HashMap::new(),
+        }
+    }
+
+    fn row_labels(&mut self, labels: VectorLabels) -> RowLabels {
+        let repo = match labels.repo {
+            None => NO_REPO,
+            Some(repo) => match self.repo_numbers.get(&repo) {
+                Some(&number) => number,
+                None => {
+                    let number = self.repos.len() as u32;
+                    self.repos.push(repo.clone());
+                    self.repo_numbers.insert(repo, number);
+                    number
+                }
+            },
+        };
+        RowLabels { repo, scope: labels.scope, status: labels.status, version: labels.version }
     }
 }
 
 impl VectorIndex for FlatIndex {
-    fn upsert(&mut self, id: &str, vector: &[f32]) {
+    fn upsert(&mut self, id: &str, vector: &[f32], labels: VectorLabels) {
         assert_eq!(vector.len(), self.dimensions, "vectors of one index share their dimensions");
+        let labels = self.row_labels(labels);
         match self.positions.get(id) {
             Some(&position) => {
                 self.rows[position * self.dimensions..(position + 1) * self.dimensions]
                     .copy_from_slice(vector);
+                self.labels[position] = labels;
             }
             None => {
                 self.positions.insert(id.to_owned(), self.ids.len());
                 self.ids.push(id.to_owned());
                 self.rows.extend_from_slice(vector);
+                self.labels.push(labels);
             }
         }
+    }
+
+    fn relabel(&mut self, id: &str, labels: VectorLabels) {
+        if let Some(&position) = self.positions.get(id) {
+            self.labels[position] = self.row_labels(labels);
+        }
+    }
+
+    fn labels(&self, id: &str) -> Option<VectorLabels> {
+        let row = self.labels[*self.positions.get(id)?];
+        Some(VectorLabels {
+            repo: (row.repo != NO_REPO).then(|| self.repos[row.repo as usize].clone()),
+            scope: row.scope,
+            status: row.status,
+            version: row.version,
+        })
     }
 
     fn remove(&mut self, id: &str) {
@@ -73,22 +181,32 @@ impl VectorIndex for FlatIndex {
             self.rows
                 .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
             self.ids.swap(position, last);
+            self.labels.swap(position, last);
             self.positions.insert(moved, position);
         }
         self.ids.pop();
+        self.labels.pop();
         self.rows.truncate(last * self.dimensions);
     }
 
-    fn search(&self, query: &[f32], k: usize) -> Vec<(String, f32)> {
+    fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)> {
         if k == 0 || query.len() != self.dimensions {
             return Vec::new();
         }
-        let mut scored: Vec<(usize, f32)> = self
-            .rows
-            .chunks_exact(self.dimensions)
-            .map(|row| dot(row, query))
-            .enumerate()
-            .collect();
+        // A repository the index has never seen matches no row: only rows of no repository.
+        let repo = filter.repo.as_ref().map(|repo| self.repo_numbers.get(repo).copied());
+        let admits = |row: &RowLabels| {
+            filter.scope.is_none_or(|scope| scope == row.scope)
+                && filter.status.is_none_or(|status| status == row.status)
+                && repo.is_none_or(|wanted| row.repo == NO_REPO || Some(row.repo) == wanted)
+        };
+        let mut scored: Vec<(usize, f32)> = Vec::with_capacity(self.ids.len());
+        let rows = self.rows.chunks_exact(self.dimensions).zip(&self.labels);
+        for (position, (row, labels)) in rows.enumerate() {
+            if admits(labels) {
+                scored.push((position, dot(row, query)));
+            }
+        }
         let k = k.min(scored.len());
         if k < scored.len() {
             scored.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1));
@@ -182,33 +300,76 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
+    fn labels(repo: Option<&str>, scope: Scope) -> VectorLabels {
+        VectorLabels {
+            repo: repo.map(str::to_owned),
+            scope,
+            status: Status::Active,
+            version: Timestamp::from_millis(0),
+        }
+    }
+
     #[test]
     fn the_flat_index_finds_nearest_and_forgets_removed() {
         let embedder = HashingEmbedder::new(64);
         let mut index = FlatIndex::new(64);
+        let any = VectorFilter::default();
         let texts =
             ["deploy the shop", "the shop deploys on friday", "tabs in makefiles", "coffee"];
         for (i, text) in texts.iter().enumerate() {
-            index.upsert(&format!("m{i}"), &embedder.embed_one(text));
+            index.upsert(&format!("m{i}"), &embedder.embed_one(text), labels(None, Scope::User));
         }
-        let hits = index.search(&embedder.embed_one("deploy the shop now"), 2);
+        let hits = index.search(&embedder.embed_one("deploy the shop now"), 2, &any);
         assert_eq!(hits[0].0, "m0");
         assert!(hits[0].1 > hits[1].1);
         index.remove("m0");
         assert_eq!(index.len(), 3);
         assert!(
             index
-                .search(&embedder.embed_one("deploy the shop"), 3)
+                .search(&embedder.embed_one("deploy the shop"), 3, &any)
                 .iter()
                 .all(|(id, _)| id != "m0")
         );
-        index.upsert("m3", &embedder.embed_one("deploy the shop"));
+        index.upsert("m3", &embedder.embed_one("deploy the shop"), labels(None, Scope::Task));
         assert_eq!(
-            index.search(&embedder.embed_one("deploy the shop"), 1)[0].0,
+            index.search(&embedder.embed_one("deploy the shop"), 1, &any)[0].0,
             "m3",
             "upsert replaces"
         );
         assert_eq!(index.len(), 3);
+        assert_eq!(index.labels("m3"), Some(labels(None, Scope::Task)), "moved rows keep theirs");
+        assert_eq!(index.labels("m1"), Some(labels(None, Scope::User)));
+    }
+
+    #[test]
+    fn filters_apply_before_the_top_k_cut() {
+        let embedder = HashingEmbedder::new(64);
+        let mut index = FlatIndex::new(64);
+        let query = embedder.embed_one("deploy the shop");
+        // A thousand other repositories' memories, all closer to the query than any of
+        // `cairn`'s.
+        for i in 0..1_000 {
+            let repo = format!("repo{i}");
+            index.upsert(&format!("o{i}"), &query, labels(Some(&repo), Scope::Repo));
+        }
+        let far = embedder.embed_one("the shop deploys on friday, tabs in makefiles");
+        index.upsert("own", &far, labels(Some("cairn"), Scope::Repo));
+        index.upsert("shared", &far, labels(None, Scope::User));
+        index.upsert("task", &far, labels(Some("cairn"), Scope::Task));
+
+        let in_cairn = VectorFilter { repo: Some("cairn".to_owned()), ..VectorFilter::default() };
+        let mut found: Vec<String> =
+            index.search(&query, 3, &in_cairn).into_iter().map(|(id, _)| id).collect();
+        found.sort();
+        assert_eq!(found, ["own", "shared", "task"]);
+        let tasks = VectorFilter { scope: Some(Scope::Task), ..in_cairn.clone() };
+        assert_eq!(index.search(&query, 3, &tasks).len(), 1);
+        let unknown = VectorFilter { repo: Some("nowhere".to_owned()), ..VectorFilter::default() };
+        assert_eq!(index.search(&query, 3, &unknown)[0].0, "shared", "only repo-less rows");
+
+        index.relabel("own", labels(Some("elsewhere"), Scope::Repo));
+        assert!(index.search(&query, 3, &in_cairn).iter().all(|(id, _)| id != "own"));
+        assert_eq!(index.search(&query, 5, &VectorFilter::default()).len(), 5);
     }
 
     #[test]

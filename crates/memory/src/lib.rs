@@ -386,14 +386,17 @@ impl Engine {
 
     /// Candidates for ranking: by words, by meaning, or both fused (the default when an
     /// embedder is configured). A failing embedder degrades hybrid retrieval to full text.
+    /// The semantic side keeps to the repository rule for `repo` before its top-k cut; the
+    /// caller still applies the rule to the whole.
     pub(crate) async fn candidates(
         &self,
         text: &str,
         filter: &MemoryFilter,
+        repo: Option<&str>,
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let mut found = self.candidates_of_anyone(text, filter, limit, mode).await?;
+        let mut found = self.candidates_of_anyone(text, filter, repo, limit, mode).await?;
         found.retain(|candidate| privacy::owners(&candidate.memory).next().is_none());
         Ok(found)
     }
@@ -403,6 +406,7 @@ impl Engine {
         &self,
         text: &str,
         filter: &MemoryFilter,
+        repo: Option<&str>,
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
@@ -415,8 +419,8 @@ impl Engine {
                 reason: "semantic retrieval is off: the daemon has no embedder".to_owned(),
             }),
             (RetrievalMode::Semantic, Some(semantic)) => {
-                semantic::candidates(semantic, self.store.as_ref(), text, filter, limit as usize)
-                    .await
+                let store = self.store.as_ref();
+                semantic::candidates(semantic, store, text, filter, repo, limit as usize).await
             }
             (RetrievalMode::Hybrid, Some(semantic)) => {
                 let (words, meaning) = tokio::join!(
@@ -426,6 +430,7 @@ impl Engine {
                         self.store.as_ref(),
                         text,
                         filter,
+                        repo,
                         limit as usize
                     )
                 );
@@ -464,7 +469,9 @@ impl Engine {
         };
         // Other repositories' memories are dropped below: ask for more when there may be some.
         let wanted = if query.repo.is_some() { limit.max(50) * 4 } else { limit.max(50) };
-        let mut candidates = self.candidates_of_anyone(&q, &filter, wanted, query.mode).await?;
+        let repo = query.repo.as_deref();
+        let mut candidates =
+            self.candidates_of_anyone(&q, &filter, repo, wanted, query.mode).await?;
         candidates.retain(|candidate| {
             repo_admits(query.repo.as_deref(), candidate.memory.repo.as_deref())
                 && privacy::readable(&candidate.memory, owners, &shared)

@@ -13,16 +13,16 @@
 //! 50.7 % (K = 60, equal weights) to 55.9 %, above full text alone (54.6 %); see
 //! `docs/retrieval.md`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use cairn_store::{MemoryFilter, Store, TextMatch};
-use cairn_types::Memory;
+use cairn_types::{Memory, Timestamp};
 use tokio::sync::Notify;
 
-use crate::embed::{Embedder, FlatIndex, VectorIndex};
+use crate::embed::{Embedder, FlatIndex, VectorFilter, VectorIndex, VectorLabels};
 use crate::{Error, Result};
 
 /// The rank offset of reciprocal rank fusion.
@@ -33,10 +33,24 @@ const SEMANTIC_WEIGHT: f64 = 0.5;
 const BATCH: u32 = 32;
 /// How long the worker sleeps when nothing waits, unless woken by a write.
 const IDLE: Duration = Duration::from_secs(5);
+/// How many memories the start reads at once for the labels of the stored vectors.
+const LABEL_CHUNK: usize = 1_000;
 
+/// The index is a cache of the store, never the truth: each vector carries its memory's
+/// labels (repository, scope, status), so a search filters before its top-k cut, and every
+/// hit is checked against the store before it is used. A hit found archived (a merge, a
+/// rejection, a synced source that lost the piece) or erased is dropped from the index then,
+/// a hit whose labels went stale is relabelled, and the search asks for more until `k`
+/// memories survive or the index has no more. So no write path has to tell the index
+/// anything: the worker re-embeds (and relabels) every memory whose `updatedAt` moved, and
+/// searches clear out what left.
+///
+/// The scan is CPU work (100,000 vectors of 384 dimensions take milliseconds), so it runs on
+/// a blocking thread, as do the writes, which hold the lock only for a batch of rows; the
+/// index loaded at start is built aside and swapped in.
 pub(crate) struct Semantic {
     embedder: Arc<dyn Embedder>,
-    index: RwLock<Box<dyn VectorIndex>>,
+    index: Arc<RwLock<Box<dyn VectorIndex>>>,
     pending: AtomicU64,
     loaded: AtomicBool,
     wake: Arc<Notify>,
@@ -48,7 +62,7 @@ impl Semantic {
         let index: Box<dyn VectorIndex> = Box::new(FlatIndex::new(embedder.dimensions()));
         let semantic = Arc::new(Semantic {
             embedder,
-            index: RwLock::new(index),
+            index: Arc::new(RwLock::new(index)),
             pending: AtomicU64::new(0),
             loaded: AtomicBool::new(false),
             wake: Arc::new(Notify::new()),
@@ -57,9 +71,10 @@ impl Semantic {
         semantic
     }
 
-    /// Forgets an erased memory's vector.
+    /// Forgets an erased memory's vector (on a blocking thread: a scan may hold the index).
     pub(crate) fn remove(&self, id: &str) {
-        self.index.write().expect("index lock").remove(id);
+        let (index, id) = (self.index.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || index.write().expect("index lock").remove(&id));
     }
 
     pub(crate) fn model(&self) -> &str {
@@ -87,35 +102,67 @@ impl Semantic {
         self.loaded.load(Ordering::Acquire)
     }
 
-    /// The `k` memories nearest in meaning to `text`, most similar first.
-    pub(crate) async fn nearest(&self, text: &str, k: usize) -> Result<Vec<(String, f32)>> {
+    async fn embed_query(&self, text: &str) -> Result<Arc<[f32]>> {
         let mut vectors = self
             .embedder
             .embed(&[text.to_owned()])
             .await
             .map_err(|error| Error::Embedding(error.to_string()))?;
-        let query = vectors.pop().unwrap_or_default();
-        Ok(self.index.read().expect("index lock").search(&query, k))
+        Ok(vectors.pop().unwrap_or_default().into())
+    }
+
+    /// The `k` vectors nearest to `query` that `filter` admits, most similar first.
+    async fn search(
+        &self,
+        query: Arc<[f32]>,
+        k: usize,
+        filter: VectorFilter,
+    ) -> Result<Vec<(String, f32)>> {
+        let index = self.index.clone();
+        let scan = move || index.read().expect("index lock").search(&query, k, &filter);
+        tokio::task::spawn_blocking(scan)
+            .await
+            .map_err(|error| Error::Embedding(format!("the vector scan failed: {error}")))
+    }
+
+    /// Corrects the index after a search found some hits out of date: `gone` left retrieval
+    /// (archived, with the `updatedAt` seen, or erased), `relabelled` changed. A row embedded
+    /// after what was seen (a restored memory, say) is newer than the correction and stays.
+    /// Nobody waits for it: the search that found them has skipped them already.
+    fn correct(&self, gone: Vec<(String, Option<Timestamp>)>, relabelled: Vec<VectorLabelsOf>) {
+        if gone.is_empty() && relabelled.is_empty() {
+            return;
+        }
+        let index = self.index.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut index = index.write().expect("index lock");
+            let seen_after = |index: &dyn VectorIndex, id: &str, seen: Timestamp| {
+                index.labels(id).is_some_and(|labels| labels.version <= seen)
+            };
+            for (id, seen) in gone {
+                if seen.is_none_or(|seen| seen_after(index.as_ref(), &id, seen)) {
+                    index.remove(&id);
+                }
+            }
+            for (id, labels) in relabelled {
+                if seen_after(index.as_ref(), &id, labels.version) {
+                    index.relabel(&id, labels);
+                }
+            }
+        });
     }
 }
+
+/// A memory's id and its labels as the store has them.
+type VectorLabelsOf = (String, VectorLabels);
 
 /// The worker: ends when the engine that owns `semantic` is dropped.
 async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: Arc<Notify>) {
     let Some(model) = semantic.upgrade().map(|semantic| semantic.model().to_owned()) else {
         return;
     };
-    match store.load_embeddings(&model).await {
-        Ok(vectors) => {
-            let Some(semantic) = semantic.upgrade() else { return };
-            let mut index = semantic.index.write().expect("index lock");
-            for (id, vector) in &vectors {
-                if vector.len() == semantic.embedder.dimensions() {
-                    index.upsert(id, vector);
-                }
-            }
-            tracing::info!(model = %model, vectors = vectors.len(), "semantic index loaded");
-        }
-        Err(error) => tracing::error!(%error, "loading stored vectors failed"),
+    if let Err(error) = load(&semantic, store.as_ref(), &model).await {
+        tracing::error!(%error, "loading stored vectors failed");
     }
     if let Some(semantic) = semantic.upgrade() {
         if let Ok(pending) = store.count_pending_embeddings(&model).await {
@@ -144,6 +191,40 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
     }
 }
 
+/// Loads the stored vectors with their memories' labels into a new index, built on a
+/// blocking thread while searches go on with the old one, then swapped in.
+async fn load(semantic: &std::sync::Weak<Semantic>, store: &dyn Store, model: &str) -> Result<()> {
+    let vectors = store.load_embeddings(model).await?;
+    let ids: Vec<String> = vectors.iter().map(|(id, _)| id.clone()).collect();
+    let mut labels: HashMap<String, VectorLabels> = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(LABEL_CHUNK) {
+        for memory in store.get_memories(chunk).await? {
+            if memory.archived_at.is_none() {
+                labels.insert(memory.id.clone(), VectorLabels::of(&memory));
+            }
+        }
+    }
+    let Some(semantic) = semantic.upgrade() else { return Ok(()) };
+    let (index, dimensions) = (semantic.index.clone(), semantic.embedder.dimensions());
+    let loaded = tokio::task::spawn_blocking(move || {
+        let mut built = FlatIndex::new(dimensions);
+        for (id, vector) in vectors {
+            if let Some(labels) = labels.remove(&id)
+                && vector.len() == dimensions
+            {
+                built.upsert(&id, &vector, labels);
+            }
+        }
+        let loaded = built.len();
+        *index.write().expect("index lock") = Box::new(built);
+        loaded
+    })
+    .await
+    .map_err(|error| Error::Embedding(format!("building the vector index failed: {error}")))?;
+    tracing::info!(model = %model, vectors = loaded, "semantic index loaded");
+    Ok(())
+}
+
 /// Embeds one batch of pending memories after `cursor`; returns the last position embedded,
 /// or `None` when nothing waits there.
 async fn embed_batch(
@@ -167,13 +248,32 @@ async fn embed_batch(
         .await
         .map_err(|error| Error::Embedding(error.to_string()))?;
     let embedded: Vec<_> = pending.into_iter().zip(vectors).collect();
+    // The labels as they are now; a memory archived meanwhile stays out.
+    let ids: Vec<String> = embedded.iter().map(|(item, _)| item.memory_id.clone()).collect();
+    let mut labels: HashMap<String, VectorLabels> = store
+        .get_memories(&ids)
+        .await?
+        .into_iter()
+        .filter(|memory| memory.archived_at.is_none())
+        .map(|memory| (memory.id.clone(), VectorLabels::of(&memory)))
+        .collect();
+    let rows: Vec<(String, Vec<f32>, VectorLabels)> = embedded
+        .iter()
+        .filter_map(|(item, vector)| {
+            let labels = labels.remove(&item.memory_id)?;
+            Some((item.memory_id.clone(), vector.clone(), labels))
+        })
+        .collect();
     // The index first: once the store says nothing is pending, every vector is searchable.
-    {
-        let mut index = semantic.index.write().expect("index lock");
-        for (item, vector) in &embedded {
-            index.upsert(&item.memory_id, vector);
+    let index = semantic.index.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut index = index.write().expect("index lock");
+        for (id, vector, labels) in rows {
+            index.upsert(&id, &vector, labels);
         }
-    }
+    })
+    .await
+    .map_err(|error| Error::Embedding(format!("updating the vector index failed: {error}")))?;
     store.store_embeddings(model, &embedded).await?;
     // Counting exactly scans every memory, so it happens when the queue looks empty (above);
     // between batches the count goes down by what was embedded.
@@ -184,31 +284,67 @@ async fn embed_batch(
     Ok(last)
 }
 
-/// The semantic ranking as full-text-style candidates: the nearest memories that pass the
-/// filter, with their similarity as relevance.
+/// The semantic ranking as full-text-style candidates: the `k` nearest memories that pass
+/// `filter` and the repository rule for `repo` (see [`crate::repo_admits`]), with their
+/// similarity as relevance. Fewer than `k` only when fewer such memories have vectors.
 pub(crate) async fn candidates(
     semantic: &Semantic,
     store: &dyn Store,
     text: &str,
     filter: &MemoryFilter,
+    repo: Option<&str>,
     k: usize,
 ) -> Result<Vec<TextMatch>> {
-    let nearest = semantic.nearest(text, k).await?;
-    let ids: Vec<String> = nearest.iter().map(|(id, _)| id.clone()).collect();
-    let mut memories: HashMap<String, Memory> = store
-        .get_memories(&ids)
-        .await?
-        .into_iter()
-        .map(|memory| (memory.id.clone(), memory))
-        .collect();
-    Ok(nearest
-        .into_iter()
-        .filter_map(|(id, similarity)| {
-            let memory = memories.remove(&id)?;
-            passes(&memory, filter)
-                .then_some(TextMatch { memory, relevance: f64::from(similarity.max(0.0)) })
-        })
-        .collect())
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let query = semantic.embed_query(text).await?;
+    let labels = VectorFilter {
+        scope: filter.scope,
+        status: filter.status,
+        repo: repo.or(filter.repo.as_deref()).map(str::to_owned),
+    };
+    let (mut found, mut checked) = (Vec::new(), HashSet::new());
+    let mut asked = k;
+    loop {
+        let nearest = semantic.search(query.clone(), asked, labels.clone()).await?;
+        let exhausted = nearest.len() < asked;
+        let fresh: Vec<(String, f32)> =
+            nearest.into_iter().filter(|(id, _)| checked.insert(id.clone())).collect();
+        let ids: Vec<String> = fresh.iter().map(|(id, _)| id.clone()).collect();
+        let mut memories: HashMap<String, Memory> = store
+            .get_memories(&ids)
+            .await?
+            .into_iter()
+            .map(|memory| (memory.id.clone(), memory))
+            .collect();
+        let (mut gone, mut relabelled) = (Vec::new(), Vec::new());
+        for (id, similarity) in fresh {
+            let Some(memory) = memories.remove(&id) else {
+                gone.push((id, None));
+                continue;
+            };
+            if memory.archived_at.is_some() {
+                gone.push((id, Some(memory.updated_at)));
+                continue;
+            }
+            let current = VectorLabels::of(&memory);
+            if !labels.admits(&current) {
+                relabelled.push((id, current));
+            } else if passes(&memory, filter) {
+                let relevance = f64::from(similarity.max(0.0));
+                found.push(TextMatch { memory, relevance });
+            }
+        }
+        semantic.correct(gone, relabelled);
+        if found.len() >= k || exhausted {
+            break;
+        }
+        asked = asked.saturating_mul(2);
+    }
+    found.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
+    found.truncate(k);
+    Ok(found)
 }
 
 fn passes(memory: &Memory, filter: &MemoryFilter) -> bool {
@@ -244,6 +380,7 @@ mod tests {
     use cairn_types::Scope;
 
     use super::*;
+    use crate::embed::HashingEmbedder;
 
     fn ranked(names: &[&str]) -> Vec<TextMatch> {
         names
@@ -261,7 +398,6 @@ mod tests {
         use cairn_types::{NewMemory, RetrievalMode, SearchQuery};
 
         use crate::Engine;
-        use crate::embed::HashingEmbedder;
 
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("cairn.db");
@@ -329,10 +465,185 @@ mod tests {
 
     #[test]
     fn fusion_rewards_agreement_and_keeps_what_one_side_found() {
-        let fused = fuse(ranked(&["a", "b", "c"]), ranked(&["b", "d"]));
-        let order: Vec<&str> = fused.iter().map(|m| m.memory.id.as_str()).collect();
-        assert_eq!(order, ["b", "a", "c", "d"], "full text counts more than meaning alone");
-        let expected = 1.0 / (FUSION_K + 2.0) + SEMANTIC_WEIGHT / (FUSION_K + 1.0);
-        assert!((fused[0].relevance - expected).abs() < 1e-12);
+        let order = |fulltext: &[&str], semantic: &[&str]| -> Vec<String> {
+            fuse(ranked(fulltext), ranked(semantic))
+                .into_iter()
+                .map(|candidate| candidate.memory.id)
+                .collect()
+        };
+        assert_eq!(
+            order(&["a", "b", "c"], &["b", "d"]),
+            ["b", "a", "c", "d"],
+            "found by both comes first; what one side alone found is kept"
+        );
+        assert_eq!(
+            order(&["words"], &["meaning"]),
+            ["words", "meaning"],
+            "full text counts more than meaning alone"
+        );
+        assert_eq!(
+            order(&["a", "x", "both"], &["y", "z", "both"]),
+            ["both", "a", "x", "y", "z"],
+            "agreement at rank three beats either side's first"
+        );
+        assert_eq!(order(&[], &["m", "n"]), ["m", "n"], "one ranking alone keeps its order");
+    }
+
+    /// A stand-in for a sentence model: words of one meaning embed alike, so a query finds
+    /// memories by meaning that share no word with it (and full text finds none of them).
+    struct Synonyms(HashingEmbedder);
+
+    impl Synonyms {
+        fn canonical(text: &str) -> String {
+            let word = |word: String| match word.as_str() {
+                "apples" | "berries" | "fruit" => "fruit".to_owned(),
+                _ => word,
+            };
+            crate::text::words(text).map(word).collect::<Vec<_>>().join(" ")
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for Synonyms {
+        fn model(&self) -> &str {
+            "synonyms"
+        }
+
+        fn dimensions(&self) -> usize {
+            self.0.dimensions()
+        }
+
+        async fn embed(
+            &self,
+            texts: &[String],
+        ) -> std::result::Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+            Ok(texts.iter().map(|text| self.0.embed_one(&Self::canonical(text))).collect())
+        }
+    }
+
+    fn engine_with_synonyms(directory: &tempfile::TempDir) -> crate::Engine {
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        crate::Engine::new(Arc::new(store.unwrap()))
+            .with_embedder(Arc::new(Synonyms(HashingEmbedder::new(256))))
+    }
+
+    fn new_memory(content: &str, repo: Option<&str>) -> cairn_types::NewMemory {
+        cairn_types::NewMemory {
+            content: content.to_owned(),
+            scope: if repo.is_some() { Scope::Repo } else { Scope::User },
+            repo: repo.map(str::to_owned),
+            tags: vec![],
+            source: None,
+            metadata: Default::default(),
+        }
+    }
+
+    fn by_meaning(q: &str, repo: Option<&str>, limit: u32) -> cairn_types::SearchQuery {
+        cairn_types::SearchQuery {
+            q: Some(q.to_owned()),
+            repo: repo.map(str::to_owned),
+            limit: Some(limit),
+            mode: Some(cairn_types::RetrievalMode::Hybrid),
+            ..cairn_types::SearchQuery::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn archived_and_erased_memories_leave_no_gap_in_hybrid_results() {
+        let directory = tempfile::tempdir().unwrap();
+        let engine = engine_with_synonyms(&directory);
+        // The nearest fifty say only "apples" (a search ranks at least fifty candidates);
+        // ten more are further off; the rest unrelated.
+        const GONE: usize = 50;
+        let mut texts: Vec<String> = vec!["apples".to_owned(); GONE];
+        texts.extend((0..10).map(|i| format!("apples in crate {i} of the cellar")));
+        texts.extend((0..40).map(|i| format!("the staging cluster restarts at {i}")));
+        let inputs = texts.iter().map(|text| new_memory(text, None)).collect();
+        let created = engine.create_memories(inputs, "tester").await.unwrap();
+        engine.embeddings_settled().await.unwrap();
+        let nearest: Vec<&str> = created[..GONE].iter().map(|memory| memory.id.as_str()).collect();
+
+        let before = engine.search(by_meaning("berries", None, 5)).await.unwrap();
+        assert_eq!(before.hits.len(), 5, "found by meaning alone: no word is shared");
+        assert!(before.hits.iter().all(|hit| nearest.contains(&hit.memory.id.as_str())));
+
+        // Four ways out of retrieval: archive, a PATCH archiving, another with a change, erase.
+        for id in &nearest[3..] {
+            engine.archive_memory(id, "tester").await.unwrap();
+        }
+        let archive = cairn_types::MemoryPatch { archived: Some(true), ..Default::default() };
+        engine.update_memory(nearest[0], archive.clone(), "tester").await.unwrap();
+        let archive_stale = cairn_types::MemoryPatch {
+            status: Some(cairn_types::Status::Stale),
+            ..archive.clone()
+        };
+        engine.update_memory(nearest[1], archive_stale, "tester").await.unwrap();
+        let erase = cairn_types::ErasureRequest {
+            memory_ids: vec![nearest[2].to_owned()],
+            ..Default::default()
+        };
+        engine.erase(erase, "tester").await.unwrap();
+
+        for round in 0..2 {
+            let after = engine.search(by_meaning("berries", None, 5)).await.unwrap();
+            let found: Vec<&str> = after.hits.iter().map(|hit| hit.memory.id.as_str()).collect();
+            assert_eq!(found.len(), 5, "round {round}: still five hits, {found:?}");
+            assert!(found.iter().all(|id| !nearest.contains(id)), "round {round}: {found:?}");
+        }
+        let semantic = engine.semantic.clone().unwrap();
+        let mut left = usize::MAX;
+        for _ in 0..100 {
+            left = semantic.index.read().unwrap().len();
+            if left == created.len() - GONE {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(left, created.len() - GONE, "the index let go of what left retrieval");
+
+        // A restored memory is embedded again and found again.
+        let restore = cairn_types::MemoryPatch { archived: Some(false), ..Default::default() };
+        engine.update_memory(nearest[5], restore, "tester").await.unwrap();
+        engine.embeddings_settled().await.unwrap();
+        let restored = engine.search(by_meaning("berries", None, 5)).await.unwrap();
+        assert_eq!(restored.hits[0].memory.id, nearest[5]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repository_finds_its_own_memories_among_a_thousand_closer_ones() {
+        let directory = tempfile::tempdir().unwrap();
+        let engine = engine_with_synonyms(&directory);
+        let others: Vec<_> =
+            (0..1_000).map(|i| new_memory("apples", Some(&format!("repo{i}")))).collect();
+        engine.create_memories(others, "tester").await.unwrap();
+        let own = vec![
+            new_memory("apples in the cairn crate", Some("cairn")),
+            new_memory("apples go in the cairn cellar", Some("cairn")),
+            new_memory("apples are kept somewhere cool", None),
+        ];
+        let own: Vec<String> = engine
+            .create_memories(own, "tester")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|memory| memory.id)
+            .collect();
+        engine.embeddings_settled().await.unwrap();
+
+        let result = engine.search(by_meaning("berries", Some("cairn"), 3)).await.unwrap();
+        let mut found: Vec<String> = result.hits.into_iter().map(|hit| hit.memory.id).collect();
+        found.sort();
+        let mut expected = own.clone();
+        expected.sort();
+        assert_eq!(found, expected, "its own and the repo-less, never another repository's");
+
+        let request = cairn_types::ContextRequest {
+            task: "berries".to_owned(),
+            repo: Some("cairn".to_owned()),
+            token_budget: Some(200),
+        };
+        let pack = engine.context(request).await.unwrap();
+        assert!(own.iter().all(|id| pack.memory_ids.contains(id)), "{:?}", pack.memory_ids);
+        assert_eq!(pack.memory_ids.len(), 3, "{}", pack.context);
     }
 }
