@@ -12,6 +12,7 @@ pub mod embed;
 mod guard;
 pub mod privacy;
 mod rank;
+mod recall;
 mod semantic;
 mod shell;
 mod sources;
@@ -121,7 +122,7 @@ pub struct Engine {
     store: Arc<dyn Store>,
     entry_tokens: Arc<tokens::EntryTokens>,
     /// Held shared by each recall write in flight; taken exclusively to wait for them all.
-    recall_writes: Arc<tokio::sync::RwLock<()>>,
+    recalls: Arc<recall::PendingRecalls>,
     syncs: Arc<connectors::RunningSyncs>,
     /// Held by decisions that check a state before changing it (archive, approve, reject,
     /// resolve, the dream cycle), so two of them never act on the same stale check.
@@ -140,7 +141,7 @@ impl Engine {
         Engine {
             store,
             entry_tokens: Arc::default(),
-            recall_writes: Arc::default(),
+            recalls: Arc::default(),
             syncs: Arc::default(),
             decisions: Arc::default(),
             semantic: None,
@@ -195,14 +196,17 @@ impl Engine {
         Ok(memories)
     }
 
-    /// Waits until every recall write started so far has landed.
+    /// Waits until every recall write started so far has landed (reads never need to: they
+    /// show recalls in flight).
     pub async fn settled(&self) {
-        drop(self.recall_writes.write().await);
+        self.recalls.settled().await;
     }
 
     pub async fn get_memory(&self, id: &str) -> Result<Memory> {
-        self.settled().await;
-        self.store.get_memory(id).await?.ok_or_else(|| Error::MemoryNotFound(id.to_owned()))
+        let mut memory =
+            self.store.get_memory(id).await?.ok_or_else(|| Error::MemoryNotFound(id.to_owned()))?;
+        self.recalls.overlay([&mut memory]);
+        Ok(memory)
     }
 
     pub async fn list_memories(&self, query: MemoryListQuery) -> Result<MemoryList> {
@@ -214,8 +218,8 @@ impl Engine {
             repo: query.repo,
             include_archived: query.include_archived.unwrap_or(false),
         };
-        self.settled().await;
-        let page = self.store.list_memories(&filter, limit, offset).await?;
+        let mut page = self.store.list_memories(&filter, limit, offset).await?;
+        self.recalls.overlay(&mut page.memories);
         Ok(MemoryList { memories: page.memories, total: page.total, limit, offset })
     }
 
@@ -332,7 +336,6 @@ impl Engine {
     pub async fn evidence_pack(&self, task: String) -> Result<EvidencePack> {
         let task = validate::required_text("task", Some(task), validate::MAX_TEXT_BYTES)?;
         let key = text::task_key(&task);
-        self.settled().await;
         let evidence = self.store.evidence_for_task(&key).await?;
         let mut memory_ids: Vec<String> = Vec::new();
         for id in evidence.iter().flat_map(|record| &record.memories_used) {
@@ -340,7 +343,8 @@ impl Engine {
                 memory_ids.push(id.clone());
             }
         }
-        let memories = self.store.get_memories(&memory_ids).await?;
+        let mut memories = self.store.get_memories(&memory_ids).await?;
+        self.recalls.overlay(&mut memories);
         let outcomes = self.store.outcomes_for_task(&key).await?;
         Ok(EvidencePack { task, generated_at: Timestamp::now(), evidence, memories, outcomes })
     }
@@ -478,11 +482,12 @@ impl Engine {
         });
         let preferences = rank::Preferences { repo: query.repo.as_deref(), boost: None };
         let ranked = rank::rank(candidates, &preferences, Timestamp::now());
-        let hits = ranked
+        let mut hits: Vec<SearchHit> = ranked
             .into_iter()
             .take(limit as usize)
             .map(|ranked| SearchHit { memory: ranked.memory, score: round(ranked.score) })
             .collect();
+        self.recalls.overlay(hits.iter_mut().map(|hit| &mut hit.memory));
         Ok(SearchResult { query: q, hits })
     }
 
@@ -533,9 +538,13 @@ impl Engine {
         let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
         let files = validate::string_list("files", request.files)?;
         let commands = validate::string_list("commands", request.commands)?;
-        self.settled().await;
         let task_key = text::task_key(&task);
-        let memories_used = self.store.recalled_for_task(&task_key).await?;
+        let mut memories_used = self.store.recalled_for_task(&task_key).await?;
+        for id in self.recalls.for_task(&task_key) {
+            if !memories_used.contains(&id) {
+                memories_used.push(id);
+            }
+        }
         let evidence = PatchEvidence {
             evidence_id: new_id(IdPrefix::Evidence),
             task,
