@@ -144,7 +144,7 @@ mod tests {
         let request =
             PatchEvidenceRequest { task: task.to_owned(), files: Vec::new(), commands: Vec::new() };
         let evidence = engine.record_patch_evidence(request).await.unwrap();
-        assert_eq!(evidence.memories_used, [memory.id.clone()]);
+        assert_eq!(evidence.memories_used, std::slice::from_ref(&memory.id));
 
         // The write lands: counted once, from the store.
         engine.store.record_recall(std::slice::from_ref(&memory.id), &key, at).await.unwrap();
