@@ -190,9 +190,15 @@ impl Engine {
         self.wake_embedder(memories.len());
         // Count each new memory's context entry now, while it is at hand, so the context
         // packs that use it do not tokenize on their hot path.
-        for memory in &memories {
-            self.entry_tokens.insert(memory, count_tokens(&context::format_entry(memory)));
-        }
+        // (Tokenizing is CPU work: on a blocking thread.)
+        let (entry_tokens, created) = (self.entry_tokens.clone(), memories.clone());
+        tokio::task::spawn_blocking(move || {
+            for memory in &created {
+                entry_tokens.insert(memory, count_tokens(&context::format_entry(memory)));
+            }
+        })
+        .await
+        .map_err(StoreError::backend)?;
         Ok(memories)
     }
 
