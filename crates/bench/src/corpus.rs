@@ -91,7 +91,7 @@ impl Pool {
 
 // Word pools, most frequent first.
 
-const REPOS: &[&str] = &[
+pub const REPOS: &[&str] = &[
     "cairn",
     "web-frontend",
     "billing-service",
@@ -546,7 +546,13 @@ impl Corpus {
         self.repos.pick(rng).to_owned()
     }
 
-    fn path(&self, rng: &mut Rng) -> String {
+    /// A `PrefixSuffix` type name: the rare words.
+    pub fn type_name(&self, rng: &mut Rng) -> String {
+        self.types.pick(rng).to_owned()
+    }
+
+    /// A source path such as `src/billing/handler.rs`.
+    pub fn path(&self, rng: &mut Rng) -> String {
         let top = self.dirs.pick(rng);
         let file = self.files.pick(rng);
         let extension = self.extensions.pick(rng);

@@ -84,6 +84,33 @@ fn newest_source(workspace: &Path) -> Option<(PathBuf, SystemTime)> {
     newest
 }
 
+/// Creates an API key with `cairn keys create` (straight into the database, so it works at
+/// once, even while a daemon runs) and returns it.
+pub fn create_key(
+    binary: &Path,
+    data_dir: &Path,
+    role: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    let output = Command::new(binary)
+        .args(["keys", "create", "--role", role, "--name", name, "--data-dir"])
+        .arg(data_dir)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} keys create", binary.display()))?;
+    if !output.status.success() {
+        bail!(
+            "cairn keys create failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let stdout = String::from_utf8(output.stdout)?;
+    let key = stdout.lines().last().map(str::trim).unwrap_or_default();
+    anyhow::ensure!(!key.is_empty(), "cairn keys create printed no key");
+    Ok(key.to_owned())
+}
+
 /// A running daemon.
 pub struct Daemon {
     child: Child,
@@ -94,8 +121,48 @@ pub struct Daemon {
     pub to_healthy: Duration,
     /// Kept open so the daemon never writes to a closed pipe.
     _stdout: BufReader<ChildStdout>,
+    binary: PathBuf,
+    data_dir: PathBuf,
     log: PathBuf,
     stopped: bool,
+}
+
+/// What the daemon has read and how much processor time it has used, from `/proc`.
+#[derive(Debug, Clone, Copy)]
+pub struct Activity {
+    /// Read system calls (`syscr` of `/proc/<pid>/io`): SQLite's page reads among them.
+    pub read_calls: u64,
+    /// Bytes read by those calls (`rchar`), whether from the page cache or the disk.
+    pub read_bytes: u64,
+    /// User and system time of all its threads.
+    pub cpu: Duration,
+    /// Context switches of all its threads, voluntary or not: how often they slept or were
+    /// put aside, so about how often they woke.
+    pub switches: u64,
+    pub at: Instant,
+}
+
+/// [`Activity`] per second of wall time.
+#[derive(Debug, Clone, Copy)]
+pub struct Rates {
+    pub read_calls: f64,
+    pub read_bytes: f64,
+    /// Processor time per second: 1 s is one core busy.
+    pub cpu: Duration,
+    pub switches: f64,
+}
+
+impl Activity {
+    /// What happened per second of wall time since `earlier`.
+    pub fn rates_since(&self, earlier: &Activity) -> Rates {
+        let seconds = self.at.saturating_duration_since(earlier.at).as_secs_f64().max(1e-9);
+        Rates {
+            read_calls: self.read_calls.saturating_sub(earlier.read_calls) as f64 / seconds,
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes) as f64 / seconds,
+            cpu: self.cpu.saturating_sub(earlier.cpu).div_f64(seconds),
+            switches: self.switches.saturating_sub(earlier.switches) as f64 / seconds,
+        }
+    }
 }
 
 impl Daemon {
@@ -165,6 +232,8 @@ impl Daemon {
             to_listening,
             to_healthy,
             _stdout: stdout,
+            binary: binary.to_owned(),
+            data_dir: data_dir.to_owned(),
             log: log.to_owned(),
             stopped: false,
         })
@@ -192,6 +261,66 @@ impl Daemon {
             Ok(kib * 1024)
         };
         Ok((field("VmRSS:")?, field("VmHWM:")?))
+    }
+
+    /// Resets the peak resident memory (`VmHWM`) to the current resident memory, so the next
+    /// peak read is of what happens from now on. False where the kernel does not allow it.
+    pub fn reset_peak(&self) -> bool {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").is_ok()
+    }
+
+    /// Read calls, bytes read and processor time so far.
+    pub fn activity(&self) -> anyhow::Result<Activity> {
+        let at = Instant::now();
+        let io = std::fs::read_to_string(format!("/proc/{}/io", self.pid()))
+            .context("cannot read /proc/<pid>/io")?;
+        let field = |name: &str| -> anyhow::Result<u64> {
+            io.lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|value| value.trim().parse().ok())
+                .with_context(|| format!("no {name} in /proc/<pid>/io"))
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .context("cannot read /proc/<pid>/stat")?;
+        // After the command name, which is in parentheses and may hold spaces: utime and
+        // stime are fields 14 and 15 of the line, the 12th and 13th after the name.
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let ticks: Vec<u64> =
+            after_name.split_whitespace().skip(11).take(2).filter_map(|n| n.parse().ok()).collect();
+        anyhow::ensure!(ticks.len() == 2, "cannot parse /proc/<pid>/stat");
+        // USER_HZ is 100 on every Linux architecture (it is part of the ABI).
+        let cpu = Duration::from_millis((ticks[0] + ticks[1]) * 10);
+        let mut switches = 0;
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .context("cannot read /proc/<pid>/task")?;
+        for task in tasks.flatten() {
+            // A thread that ended since the listing has nothing to add.
+            let Ok(status) = std::fs::read_to_string(task.path().join("status")) else { continue };
+            switches += status
+                .lines()
+                .filter(|line| line.contains("ctxt_switches:"))
+                .filter_map(|line| line.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+        Ok(Activity {
+            read_calls: field("syscr:")?,
+            read_bytes: field("rchar:")?,
+            cpu,
+            switches,
+            at,
+        })
+    }
+
+    /// Kills the daemon at once (SIGKILL), for one busy with work that will not end in time,
+    /// and starts it again on the same data directory.
+    pub async fn restart_killed(&mut self) -> anyhow::Result<()> {
+        self.stopped = true;
+        self.child.kill()?;
+        self.child.wait()?;
+        let log = self.log.with_extension("restarted.log");
+        let restarted = Daemon::start(&self.binary, &self.data_dir, &log).await?;
+        *self = restarted;
+        Ok(())
     }
 
     /// Sends SIGTERM and waits for the daemon to exit; kills it after 15 s.

@@ -4,11 +4,14 @@
 //! synthetic corpus of agent memories, times ingest, context packs and search in process,
 //! then starts the release `cairn` daemon on the largest corpus and times it over HTTP,
 //! including how soon its event streams (SSE) deliver a conversation's events. It also times
-//! the conversation runtime's appends in process. The report says, for every figure, whether
+//! the conversation runtime's appends in process. Last, it seeds corpora in which half the
+//! memories contradict each other and times the daemon's dream cycle on them, with reads
+//! alongside it and alongside a connector sync. The report says, for every figure, whether
 //! it is within budget; the exit status is 0 either way, since this is a report, not a test.
 
 mod corpus;
 mod daemon;
+mod dream;
 mod eval;
 mod http;
 mod inproc;
@@ -28,7 +31,7 @@ use cairn_store_sqlite::SqliteStore;
 use hyper::{Method, StatusCode};
 
 use crate::corpus::{Corpus, Rng};
-use crate::stats::{Latencies, count, duration, megabytes};
+use crate::stats::{Latencies, count, duration, megabytes, seconds};
 
 const USAGE: &str = "\
 cairn-bench: measures Cairn against the budgets of DESIGN.md
@@ -38,10 +41,14 @@ USAGE:
     cargo run --release -p cairn-bench -- [OPTIONS]
 
 OPTIONS:
-    --quick              only 10,000 memories (as --sizes 10000), 100 event streams and
-                         fewer runtime appends
+    --quick              only 10,000 memories (as --sizes 10000), 100 event streams,
+                         fewer runtime appends, and the dream cycle on 2,000 memories
     --sizes N[,N...]     corpus sizes to measure [default: 10000,100000]; the daemon runs
                          on the largest
+    --dream-sizes N[,N...]
+                         sizes of the contradicting corpora the dream cycle runs on
+                         [default: 10000,100000; --quick: 2000]
+    --no-dream           skip the dream cycle and the reads alongside it and a sync
     --calls N            measured context and search calls per size [default: 1000]
     --seed N             seed of the synthetic corpus [default: 42]
     --no-daemon          skip the daemon figures (start, RSS, HTTP throughput, SSE delivery)
@@ -75,6 +82,20 @@ const BREAKDOWN_CALLS: usize = 200;
 const SSE_STREAMS: [usize; 2] = [100, 1_000];
 const SSE_WARM_UP: usize = 20;
 const SSE_SAMPLES: usize = 300;
+/// How long open event streams are held idle while the daemon's reads are counted.
+const SSE_HOLD: Duration = Duration::from_secs(5);
+/// `runtime` API keys the event streams are opened with in turn, so a cap on streams per
+/// caller leaves room for all of them (20 streams a key at 1,000).
+const SSE_KEYS: usize = 50;
+/// A dream cycle or sync still running after this long is stopped (`--quick`: a tenth).
+const DREAM_TIMEOUT: Duration = Duration::from_secs(600);
+/// A dream cycle whose daemon grows past this is stopped.
+const DREAM_MEMORY_CAP: u64 = 4 * 1024 * 1024 * 1024;
+/// How long the reads run alone, and alongside a dream cycle at most (`--quick`: a third).
+const IDLE_READS: Duration = Duration::from_secs(5);
+const BUSY_READS: Duration = Duration::from_secs(30);
+/// Markdown files the connector syncs (`--quick`: a tenth).
+const SYNC_FILES: usize = 2_000;
 
 #[derive(Debug)]
 struct Options {
@@ -83,6 +104,8 @@ struct Options {
     calls: usize,
     seed: u64,
     daemon: bool,
+    dream: bool,
+    dream_sizes: Vec<usize>,
     rebuild_daemon: bool,
     keep: bool,
     sample: Option<usize>,
@@ -95,6 +118,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
         calls: 1_000,
         seed: 42,
         daemon: true,
+        dream: true,
+        dream_sizes: vec![10_000, 100_000],
         rebuild_daemon: false,
         keep: false,
         sample: None,
@@ -117,15 +142,12 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
             "-h" | "--help" => return Ok(None),
             "--quick" => {
                 options.sizes = vec![10_000];
+                options.dream_sizes = vec![2_000];
                 options.quick = true;
             }
-            "--sizes" => {
-                options.sizes = value("--sizes")?
-                    .split(',')
-                    .filter(|part| !part.trim().is_empty())
-                    .map(|part| number(part).map(|n| n as usize))
-                    .collect::<anyhow::Result<_>>()?;
-            }
+            "--sizes" => options.sizes = sizes(&value("--sizes")?)?,
+            "--dream-sizes" => options.dream_sizes = sizes(&value("--dream-sizes")?)?,
+            "--no-dream" => options.dream = false,
             "--calls" => options.calls = number(&value("--calls")?)? as usize,
             "--seed" => options.seed = number(&value("--seed")?)?,
             "--no-daemon" => options.daemon = false,
@@ -136,14 +158,28 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
             other => anyhow::bail!("unknown option {other:?}\n\n{USAGE}"),
         }
     }
-    options.sizes.sort_unstable();
-    options.sizes.dedup();
-    anyhow::ensure!(
-        !options.sizes.is_empty() && options.sizes.iter().all(|&n| n > 0),
-        "--sizes needs at least one positive size"
-    );
+    for (sizes, flag) in
+        [(&mut options.sizes, "--sizes"), (&mut options.dream_sizes, "--dream-sizes")]
+    {
+        sizes.sort_unstable();
+        sizes.dedup();
+        anyhow::ensure!(
+            !sizes.is_empty() && sizes.iter().all(|&n| n > 0),
+            "{flag} needs at least one positive size"
+        );
+    }
     anyhow::ensure!(options.calls > 0, "--calls must be positive");
     Ok(Some(options))
+}
+
+/// `10000,100_000` as sizes.
+fn sizes(text: &str) -> anyhow::Result<Vec<usize>> {
+    text.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(|part| {
+            part.trim().replace('_', "").parse().with_context(|| format!("not a number: {part:?}"))
+        })
+        .collect()
 }
 
 /// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N]`.
@@ -473,7 +509,178 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
     local_model_figures(&mut report, &corpus, &mut Rng::new(options.seed)).await?;
     runtime_figures(options, &mut report, sse).await?;
+    if options.dream && options.daemon {
+        if let Err(error) = dream_figures(options, &mut report, &corpus).await {
+            report.note(format!("the dream cycle figures stopped short: {error:#}"));
+        }
+    } else if options.dream {
+        report.note("the dream cycle figures need the daemon; --no-daemon leaves them out".into());
+    }
     Ok(report)
+}
+
+/// The dream cycle on corpora where half the memories contradict each other: its time and
+/// the daemon's peak memory, as a dry run and for real, and the latency of two reads with
+/// nothing else running, alongside a dream cycle and (on the largest corpus) alongside a
+/// connector sync. Each size has two copies of its database, so both real cycles start from
+/// the same memories.
+async fn dream_figures(
+    options: &Options,
+    report: &mut Report,
+    corpus: &Corpus,
+) -> anyhow::Result<()> {
+    let (binary, _) = daemon::binary(false)?;
+    let scale = |value: Duration, quick: u32| if options.quick { value / quick } else { value };
+    let plan = dream::Plan {
+        sizes: options.dream_sizes.clone(),
+        timeout: scale(DREAM_TIMEOUT, 10),
+        memory_cap: DREAM_MEMORY_CAP,
+        idle_reads: scale(IDLE_READS, 3),
+        busy_reads: scale(BUSY_READS, 3),
+        sync_files: if options.quick { SYNC_FILES / 10 } else { SYNC_FILES },
+    };
+    let largest = *plan.sizes.last().expect("at least one size");
+    for &size in &plan.sizes {
+        let n = count(size as f64);
+        let dir = tempfile::Builder::new().prefix("cairn-bench-dream-").tempdir()?;
+        let copy = tempfile::Builder::new().prefix("cairn-bench-dream-").tempdir()?;
+        eprintln!("[dream {n}] seeding…");
+        let mut rng = Rng::new(options.seed ^ 0xD4EA ^ size as u64);
+        let seeded = dream::seed(&dir.path().join("cairn.db"), corpus, &mut rng, size).await?;
+        dream::copy_database(dir.path(), copy.path())?;
+        report.info(
+            format!("dream corpus, {n}"),
+            format!(
+                "{} contradicting, {} near-duplicates",
+                count(seeded.contradicting as f64),
+                count(seeded.duplicates as f64)
+            ),
+        );
+        let ids = Arc::new(seeded.ids);
+
+        let log = dir.path().join("daemon.log");
+        let mut daemon = daemon::Daemon::start(&binary, dir.path(), &log).await?;
+        eprintln!("[dream {n}] reads, nothing else running…");
+        let idle = dream::idle_reads(daemon.address, &ids, plan.idle_reads).await?;
+        eprintln!("[dream {n}] dream cycle, dry run…");
+        let dry = dream::dream_cycle(&mut daemon, true, plan.timeout, plan.memory_cap).await?;
+        cycle_rows(report, "dream cycle (dry run)", &n, &dry);
+        if matches!(dry.outcome, dream::Outcome::Answered(_)) {
+            eprintln!("[dream {n}] dream cycle…");
+            let real =
+                dream::dream_cycle(&mut daemon, false, plan.timeout, plan.memory_cap).await?;
+            cycle_rows(report, "dream cycle", &n, &real);
+        } else {
+            report.info(format!("dream cycle, {n}"), "not run: the dry run did not end".into());
+        }
+        daemon.stop()?;
+
+        let log = copy.path().join("daemon.log");
+        let mut daemon = daemon::Daemon::start(&binary, copy.path(), &log).await?;
+        eprintln!("[dream {n}] reads alongside a dream cycle…");
+        let (cycle, during_dream) =
+            dream::dream_with_reads(&mut daemon, &ids, plan.busy_reads, plan.memory_cap).await?;
+        cycle_rows(report, "dream cycle with reads alongside", &n, &cycle);
+        let mut during_sync = None;
+        if size == largest {
+            let folder = tempfile::Builder::new().prefix("cairn-bench-folder-").tempdir()?;
+            dream::write_folder(folder.path(), plan.sync_files, corpus, &mut rng)?;
+            eprintln!("[dream {n}] reads alongside a sync of {} files…", plan.sync_files);
+            let (sync, reads) =
+                dream::sync_with_reads(&mut daemon, &ids, folder.path(), plan.sync_files, &plan)
+                    .await?;
+            let files = count(plan.sync_files as f64);
+            let measured = match &sync.outcome {
+                dream::Outcome::Answered(synced) => format!(
+                    "{} ({} memories from {} files)",
+                    seconds(sync.elapsed),
+                    count(synced.imported as f64),
+                    count(synced.files as f64)
+                ),
+                other => stopped(other, sync.elapsed),
+            };
+            report.info(format!("connector sync, {files} files, into {n}"), measured);
+            during_sync = Some(reads);
+        }
+        daemon.stop()?;
+
+        let reads = |reads: &dream::Reads, list: bool| {
+            let lat = if list { &reads.list } else { &reads.by_id };
+            format!("{} / {} ({} reads)", duration(lat.p50()), duration(lat.p99()), lat.len())
+        };
+        for (name, list) in
+            [("GET /api/memories/{id}", false), ("GET /api/memories?limit=20", true)]
+        {
+            report.info(format!("{name} p50 / p99, idle, {n}"), reads(&idle, list));
+            report.info(format!("  during a dream cycle, {n}"), reads(&during_dream, list));
+            if let Some(during_sync) = &during_sync {
+                report.info(format!("  during a connector sync, {n}"), reads(during_sync, list));
+            }
+        }
+        let failures = idle.failures
+            + during_dream.failures
+            + during_sync.as_ref().map_or(0, |reads| reads.failures);
+        if failures > 0 {
+            report.note(format!("{failures} reads failed at {n} memories"));
+        }
+    }
+    report.notes.push(format!(
+        "Dream cycle: `POST /api/dream-cycle` on a corpus where {} % of the memories are \"Use \
+         pnpm in this repo.\" or \"Use npm in this repo.\" (half each, four repositories, each \
+         made unique by a path and a ticket number), 5 % repeat an ordinary memory with two \
+         words added, the rest are the ordinary corpus. Peak RSS is the daemon's VmHWM over the \
+         request (reset before it). A cycle running over {} s, or past {} of RSS, is stopped and \
+         the daemon killed. Reads: `GET /api/memories/{{id}}` and `GET /api/memories?limit=20` \
+         in turn on one connection, 2 ms apart; alongside a dream cycle (not a dry run, on a \
+         copy of the same database) for at most {} s, and alongside the sync of a folder of \
+         Markdown files of three sections each.",
+        50,
+        plan.timeout.as_secs(),
+        megabytes(plan.memory_cap),
+        plan.busy_reads.as_secs(),
+    ));
+    Ok(())
+}
+
+/// The rows of one timed dream cycle: its time (or why it was stopped), its peak memory, and
+/// what it found.
+fn cycle_rows(report: &mut Report, name: &str, n: &str, timed: &dream::Timed<dream::DreamCounts>) {
+    let measured = match &timed.outcome {
+        dream::Outcome::Answered(_) => seconds(timed.elapsed),
+        other => stopped(other, timed.elapsed),
+    };
+    report.info(format!("{name}, {n}"), measured);
+    if let Some(peak) = timed.peak {
+        let over = if timed.peak_reset { "" } else { " (over the daemon's life)" };
+        report.info(format!("  {name} peak RSS{over}, {n}"), megabytes(peak));
+    }
+    if let dream::Outcome::Answered(found) = &timed.outcome {
+        report.info(
+            format!("  {name} found, {n}"),
+            format!(
+                "{} examined, {} merged in {} groups, {} conflicts naming {} memories, {} stale, \
+                 {} answer",
+                count(found.examined as f64),
+                count(found.merged as f64),
+                count(found.merge_groups as f64),
+                count(found.conflicts as f64),
+                count(found.in_conflict as f64),
+                count(found.staled as f64),
+                megabytes(found.response_bytes as u64)
+            ),
+        );
+    }
+}
+
+/// Why a timed request was stopped.
+fn stopped<T>(outcome: &dream::Outcome<T>, elapsed: Duration) -> String {
+    match outcome {
+        dream::Outcome::TimedOut(after) => format!("timed out after {:.0} s", after.as_secs_f64()),
+        dream::Outcome::OverMemory(rss) => {
+            format!("stopped at {} RSS after {:.0} s", megabytes(*rss), elapsed.as_secs_f64())
+        }
+        dream::Outcome::Answered(_) => seconds(elapsed),
+    }
 }
 
 /// The conversation runtime: appends per second in process, and the SSE delivery measured
@@ -481,7 +688,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
 async fn runtime_figures(
     options: &Options,
     report: &mut Report,
-    sse: Option<anyhow::Result<Vec<runtime::Delivery>>>,
+    sse: Option<anyhow::Result<runtime::StreamFigures>>,
 ) -> anyhow::Result<()> {
     eprintln!("runtime appends…");
     let plan = if options.quick {
@@ -504,9 +711,38 @@ async fn runtime_figures(
         format!("{}/s", count(appends.many)),
     );
     match sse {
-        Some(Ok(deliveries)) => {
-            for delivery in deliveries {
+        Some(Ok(figures)) => {
+            let idle = |idle: &Option<daemon::Rates>| {
+                idle.map_or_else(
+                    || "—".to_owned(),
+                    |idle| {
+                        format!(
+                            "{} reads/s ({}/s), {} switches/s, CPU {:.1} %",
+                            count(idle.read_calls),
+                            megabytes(idle.read_bytes as u64),
+                            count(idle.switches),
+                            idle.cpu.as_secs_f64() * 100.0
+                        )
+                    },
+                )
+            };
+            if let Some(rss) = figures.rss_before {
+                report.info("daemon RSS before the event streams".into(), megabytes(rss));
+            }
+            report.info("  daemon idle, no event streams".into(), idle(&figures.idle_before));
+            for delivery in figures.deliveries {
                 let streams = count(delivery.streams as f64);
+                if delivery.streams < delivery.requested {
+                    report.note(format!(
+                        "the daemon accepted {} of {} event streams ({SSE_KEYS} keys); the \
+                         others were refused with 429",
+                        delivery.streams, delivery.requested
+                    ));
+                }
+                report.info(
+                    format!("daemon idle with {streams} open event streams"),
+                    idle(&delivery.idle),
+                );
                 let lat = &delivery.latencies;
                 report.check(
                     format!("SSE delivery (append request → receipt) p99, {streams} streams"),
@@ -523,6 +759,14 @@ async fn runtime_figures(
                         .info(format!("  daemon RSS with {streams} open streams"), megabytes(rss));
                 }
             }
+            report.notes.push(format!(
+                "Idle event streams: held {} s with nothing appended, opened in turn with \
+                 {SSE_KEYS} `runtime` keys; reads/s counts the daemon's read system calls \
+                 (`syscr` of /proc/<pid>/io, SQLite's page reads among them, whether the page \
+                 cache or the disk serves them), switches/s its threads' context switches \
+                 (about how often they woke), CPU its user and system time, in % of one core.",
+                if options.quick { SSE_HOLD / 2 } else { SSE_HOLD }.as_secs_f64()
+            ));
             report.notes.push(format!(
                 "SSE delivery: {SSE_SAMPLES} appends (`POST …/intermediate-messages`, one at a \
                  time, each to the next conversation) while one event stream per conversation is \
@@ -543,7 +787,7 @@ async fn daemon_figures(
     rng: &mut Rng,
     data_dir: &std::path::Path,
     n: &str,
-) -> anyhow::Result<anyhow::Result<Vec<runtime::Delivery>>> {
+) -> anyhow::Result<anyhow::Result<runtime::StreamFigures>> {
     let (binary, stale) = daemon::binary(options.rebuild_daemon)?;
     if let Some(stale) = stale {
         report.note(stale);
@@ -621,9 +865,27 @@ async fn daemon_figures(
 
     // Last, so the open streams weigh on none of the figures above. A failure here costs
     // only these figures (the streams are closed either way).
-    let stream_counts = if options.quick { &SSE_STREAMS[..1] } else { &SSE_STREAMS[..] };
-    eprintln!("[{n}] SSE delivery, {stream_counts:?} streams…");
-    let sse = runtime::sse_delivery(&daemon, stream_counts, SSE_WARM_UP, SSE_SAMPLES).await;
+    let counts = if options.quick { &SSE_STREAMS[..1] } else { &SSE_STREAMS[..] };
+    eprintln!("[{n}] SSE delivery, {counts:?} streams, {SSE_KEYS} keys…");
+    let keys = (0..SSE_KEYS)
+        .map(|index| {
+            daemon::create_key(&binary, data_dir, "runtime", &format!("bench-sse-{index}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>();
+    let sse = match keys {
+        Ok(keys) => {
+            let hold = if options.quick { SSE_HOLD / 2 } else { SSE_HOLD };
+            let plan = runtime::StreamPlan {
+                counts: counts.to_vec(),
+                warm_up: SSE_WARM_UP,
+                samples: SSE_SAMPLES,
+                hold,
+                keys,
+            };
+            runtime::sse_delivery(&daemon, &plan).await
+        }
+        Err(error) => Err(error),
+    };
     daemon.stop()?;
     Ok(sse)
 }

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, Rates};
 use crate::http::Connection;
 use crate::stats::Latencies;
 
@@ -116,37 +116,82 @@ async fn emit(runtime: &DefaultRuntime, conversation_id: &str, n: usize) -> anyh
     Ok(())
 }
 
+/// What [`sse_delivery`] measures.
+#[derive(Debug, Clone)]
+pub struct StreamPlan {
+    /// Streams to have open, ascending.
+    pub counts: Vec<usize>,
+    /// Unmeasured appends after each growth.
+    pub warm_up: usize,
+    /// Measured appends at each count.
+    pub samples: usize,
+    /// How long the open streams are held idle, their daemon watched, before the appends.
+    pub hold: Duration,
+    /// API keys the streams are opened with, in turn (none: the solo profile's local caller).
+    pub keys: Vec<String>,
+}
+
 /// SSE delivery with a number of streams open.
 #[derive(Debug, Clone)]
 pub struct Delivery {
+    /// Streams asked for.
+    pub requested: usize,
+    /// Streams the daemon accepted; the others were refused with 429.
     pub streams: usize,
     /// From sending `POST …/intermediate-messages` to the stream's client reading the event.
     pub latencies: Latencies,
     /// The daemon's resident memory with the streams open, in bytes.
     pub rss: Option<u64>,
+    /// What the daemon did per second while the streams were open and idle: their
+    /// fallback polls.
+    pub idle: Option<Rates>,
 }
 
-/// For each of `stream_counts` (ascending): opens event streams on the daemon until that
-/// many are open, one conversation and one connection each, then measures `samples`
-/// appends, each to the next conversation in turn, from the append request until the
-/// stream's client reads the event. The streams are closed when this returns.
-pub async fn sse_delivery(
-    daemon: &Daemon,
-    stream_counts: &[usize],
-    warm_up: usize,
-    samples: usize,
-) -> anyhow::Result<Vec<Delivery>> {
-    let mut streams = Streams::new(daemon.address).await?;
-    let mut figures = Vec::with_capacity(stream_counts.len());
-    for &count in stream_counts {
+/// The figures of [`sse_delivery`].
+#[derive(Debug, Clone)]
+pub struct StreamFigures {
+    /// The daemon's resident memory before any stream was opened.
+    pub rss_before: Option<u64>,
+    /// The daemon's work per second, idle, before any stream was opened.
+    pub idle_before: Option<Rates>,
+    pub deliveries: Vec<Delivery>,
+}
+
+/// For each count of `plan` (ascending): opens event streams on the daemon until that many
+/// are open (or refused), one conversation and one connection each; holds them idle for
+/// `plan.hold`, watching the daemon's reads and processor time; then measures
+/// `plan.samples` appends, each to the next conversation in turn, from the append request
+/// until the stream's client reads the event. The streams are closed when this returns.
+pub async fn sse_delivery(daemon: &Daemon, plan: &StreamPlan) -> anyhow::Result<StreamFigures> {
+    let rss_before = daemon.memory().ok().map(|(rss, _)| rss);
+    let idle_before = watch_idle(daemon, plan.hold).await;
+    let mut streams = Streams::new(daemon.address, plan.keys.clone()).await?;
+    let mut deliveries = Vec::with_capacity(plan.counts.len());
+    for &count in &plan.counts {
         streams.grow(count).await?;
-        streams.delivery(warm_up).await?;
-        let latencies = streams.delivery(samples).await?;
+        anyhow::ensure!(!streams.conversations.is_empty(), "the daemon refused every stream");
+        let idle = watch_idle(daemon, plan.hold).await;
+        streams.delivery(plan.warm_up).await?;
+        let latencies = streams.delivery(plan.samples).await?;
         let rss = daemon.memory().ok().map(|(rss, _)| rss);
-        figures.push(Delivery { streams: count, latencies, rss });
+        deliveries.push(Delivery {
+            requested: count,
+            streams: streams.conversations.len(),
+            latencies,
+            rss,
+            idle,
+        });
     }
     streams.close();
-    Ok(figures)
+    Ok(StreamFigures { rss_before, idle_before, deliveries })
+}
+
+/// The daemon's reads and processor time per second over `hold`, after a second to settle.
+async fn watch_idle(daemon: &Daemon, hold: Duration) -> Option<Rates> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = daemon.activity().ok()?;
+    tokio::time::sleep(hold).await;
+    Some(daemon.activity().ok()?.rates_since(&before))
 }
 
 /// What a stream's reader tells the measure.
@@ -173,10 +218,14 @@ struct Streams {
     receiver: mpsc::UnboundedReceiver<Received>,
     /// Appends made so far, for their text.
     appended: usize,
+    /// Keys the streams are opened with, in turn; the next is `keys[opened % keys.len()]`.
+    keys: Vec<String>,
+    /// Streams asked for so far, accepted or refused.
+    opened: usize,
 }
 
 impl Streams {
-    async fn new(address: SocketAddr) -> anyhow::Result<Streams> {
+    async fn new(address: SocketAddr, keys: Vec<String>) -> anyhow::Result<Streams> {
         let (sender, receiver) = mpsc::unbounded_channel();
         Ok(Streams {
             address,
@@ -186,13 +235,16 @@ impl Streams {
             sender,
             receiver,
             appended: 0,
+            keys,
+            opened: 0,
         })
     }
 
-    /// Creates conversations and opens their streams until `count` streams are connected.
+    /// Creates conversations and opens their streams until `count` streams have been asked
+    /// for; waits until every accepted one is connected. Refused streams (429) are left out.
     async fn grow(&mut self, count: usize) -> anyhow::Result<()> {
         let first = self.conversations.len();
-        for index in first..count {
+        while self.opened < count {
             let path = format!("{BASE}/conversations");
             let body = Bytes::from_static(b"{}");
             let answer = post_created(&mut self.control, &path, body).await?;
@@ -202,14 +254,19 @@ impl Streams {
                 .to_owned();
             // `conversation.created` is offset 0: the stream starts after it.
             let path = format!("{BASE}/conversations/{id}/events/stream?afterOffset=0");
-            self.conversations.push(id);
-            let tasks = open_stream(self.address, &path, index, self.sender.clone())
+            let key = (!self.keys.is_empty()).then(|| &self.keys[self.opened % self.keys.len()]);
+            self.opened += 1;
+            let index = self.conversations.len();
+            let opened = open_stream(self.address, &path, key, index, self.sender.clone())
                 .await
-                .with_context(|| format!("cannot open event stream {}", index + 1))?;
-            self.tasks.extend(tasks);
+                .with_context(|| format!("cannot open event stream {}", self.opened))?;
+            if let Some(tasks) = opened {
+                self.conversations.push(id);
+                self.tasks.extend(tasks);
+            }
         }
         let mut connected = 0;
-        while connected < count - first {
+        while connected < self.conversations.len() - first {
             match self.next().await? {
                 Received::Connected => connected += 1,
                 Received::Event { .. } => {}
@@ -277,15 +334,17 @@ impl Drop for Streams {
     }
 }
 
-/// Opens one event stream on a connection of its own and reads it in a task that tells
-/// `sender` when it is connected and when each event arrives. Returns the connection's
-/// task and the reader.
+/// Opens one event stream on a connection of its own (with `key` as `X-API-Key`, if any)
+/// and reads it in a task that tells `sender` when it is connected and when each event
+/// arrives. Returns the connection's task and the reader, or `None` when the daemon refused
+/// the stream with 429 Too Many Requests.
 async fn open_stream(
     address: SocketAddr,
     path: &str,
+    key: Option<&String>,
     index: usize,
     sender: mpsc::UnboundedSender<Received>,
-) -> anyhow::Result<[JoinHandle<()>; 2]> {
+) -> anyhow::Result<Option<[JoinHandle<()>; 2]>> {
     let stream = TcpStream::connect(address).await?;
     stream.set_nodelay(true)?;
     let (mut requests, connection) =
@@ -295,12 +354,18 @@ async fn open_stream(
     let connection = tokio::spawn(async move {
         let _ = connection.await;
     });
-    let request = Request::get(path)
-        .header(HOST, address.to_string())
-        .header(ACCEPT, "text/event-stream")
-        .body(Empty::new())?;
+    let mut request =
+        Request::get(path).header(HOST, address.to_string()).header(ACCEPT, "text/event-stream");
+    if let Some(key) = key {
+        request = request.header("x-api-key", key.as_str());
+    }
+    let request = request.body(Empty::new())?;
     let response = match requests.send_request(request).await {
         Ok(response) if response.status() == StatusCode::OK => response,
+        Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => {
+            connection.abort();
+            return Ok(None);
+        }
         Ok(response) => {
             connection.abort();
             anyhow::bail!("GET {path} answered {}", response.status());
@@ -338,7 +403,7 @@ async fn open_stream(
         }
         let _ = sender.send(Received::Ended(index));
     });
-    Ok([connection, reader])
+    Ok(Some([connection, reader]))
 }
 
 /// POSTs `body` and returns the JSON answer, which must be 201 Created.

@@ -31,6 +31,10 @@ impl Latencies {
         self.percentile(99.0)
     }
 
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
     pub fn max(&self) -> Duration {
         self.sorted.last().copied().unwrap_or_default()
     }
@@ -47,6 +51,15 @@ impl Latencies {
 pub fn duration(value: Duration) -> String {
     let micros = value.as_secs_f64() * 1e6;
     if micros < 1000.0 { format!("{micros:.0} µs") } else { format!("{:.2} ms", micros / 1000.0) }
+}
+
+/// `12.3 s` from a second on, [`duration`] under it.
+pub fn seconds(value: Duration) -> String {
+    if value >= Duration::from_secs(1) {
+        format!("{:.1} s", value.as_secs_f64())
+    } else {
+        duration(value)
+    }
 }
 
 /// `12,345` with thousands separators.
@@ -86,5 +99,7 @@ mod tests {
         assert_eq!(count(999.0), "999");
         assert_eq!(duration(Duration::from_micros(1500)), "1.50 ms");
         assert_eq!(duration(Duration::from_micros(15)), "15 µs");
+        assert_eq!(seconds(Duration::from_millis(52_340)), "52.3 s");
+        assert_eq!(seconds(Duration::from_micros(1500)), "1.50 ms");
     }
 }
