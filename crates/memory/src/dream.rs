@@ -35,6 +35,12 @@ const MINHASH_FUNCTIONS: usize = 128;
 const MAX_BAND_ROWS: usize = 16;
 /// The largest accepted chance that a pair exactly at the threshold never shares a band.
 const MISS_PROBABILITY: f64 = 1e-6;
+/// A band's bucket with more texts than this is crowded: its pairs are not all compared.
+const CROWDED_BUCKET: usize = 64;
+/// How many other bands split a crowded bucket.
+const CROWD_SPLITS: usize = 3;
+/// In a crowd still crowded after a split, how many next texts each is compared with.
+const CROWD_WINDOW: usize = 8;
 /// Texts with fewer words than this are shingled by single words rather than word pairs.
 const BIGRAM_MIN_WORDS: usize = 4;
 
@@ -113,26 +119,55 @@ pub(crate) fn near_duplicate_groups(items: &[Candidate<'_>], threshold: f64) -> 
     }
 
     let mut checked: HashSet<u64, Mix> = HashSet::default();
+    let mut compare = |a: u32, b: u32| {
+        let (a, b) = (&keys[hashed[a as usize]], &keys[hashed[b as usize]]);
+        if !nodes.needs_link(&a.nodes, &b.nodes) {
+            return;
+        }
+        let pair = ((a.nodes[0] as u64) << 32) | b.nodes[0] as u64;
+        if !checked.insert(pair) {
+            return;
+        }
+        let similarity = jaccard(a.set, b.set);
+        if similarity >= threshold && similarity > 0.0 {
+            nodes.link(&a.nodes, &b.nodes, similarity, &mut cross);
+        }
+    };
     let mut bucket: Vec<(u64, u32)> = Vec::with_capacity(hashed.len());
+    let mut crowd: Vec<(u64, u32)> = Vec::new();
     for band in 0..bands {
         bucket.clear();
         bucket
             .extend((0..hashed.len()).map(|slot| (band_hashes[slot * bands + band], slot as u32)));
         bucket.sort_unstable();
         for run in bucket.chunk_by(|a, b| a.0 == b.0) {
-            for (position, &(_, a)) in run.iter().enumerate() {
-                for &(_, b) in &run[position + 1..] {
-                    let (a, b) = (&keys[hashed[a as usize]], &keys[hashed[b as usize]]);
-                    if !nodes.needs_link(&a.nodes, &b.nodes) {
-                        continue;
+            if run.len() <= CROWDED_BUCKET {
+                for (position, &(_, a)) in run.iter().enumerate() {
+                    for &(_, b) in &run[position + 1..] {
+                        compare(a, b);
                     }
-                    let pair = ((a.nodes[0] as u64) << 32) | b.nodes[0] as u64;
-                    if !checked.insert(pair) {
-                        continue;
-                    }
-                    let similarity = jaccard(a.set, b.set);
-                    if similarity >= threshold && similarity > 0.0 {
-                        nodes.link(&a.nodes, &b.nodes, similarity, &mut cross);
+                }
+                continue;
+            }
+            // A crowded bucket: many texts alike enough to share this band (one template
+            // with different details), most of them no near-duplicates. Comparing every
+            // pair is quadratic; near-duplicates share most bands, so split the crowd by
+            // each of a few other bands and compare within those, or, in a crowd that is
+            // still large, each text with its next neighbours.
+            for step in 1..=CROWD_SPLITS.min(bands - 1) {
+                let other = (band + step) % bands;
+                crowd.clear();
+                crowd.extend(
+                    run.iter().map(|&(_, slot)| (band_hashes[slot as usize * bands + other], slot)),
+                );
+                crowd.sort_unstable();
+                for part in crowd.chunk_by(|a, b| a.0 == b.0) {
+                    let window =
+                        if part.len() <= CROWDED_BUCKET { part.len() } else { CROWD_WINDOW };
+                    for (position, &(_, a)) in part.iter().enumerate() {
+                        for &(_, b) in part[position + 1..].iter().take(window) {
+                            compare(a, b);
+                        }
                     }
                 }
             }
@@ -2065,6 +2100,31 @@ mod tests {
             .collect();
         let found = near_duplicate_groups(&items, 0.8);
         assert_eq!(found, planted);
+    }
+
+    #[test]
+    fn a_template_repeated_twenty_thousand_times_is_grouped_quickly() {
+        // Texts of one template share many word pairs (Jaccard about 0.5): every pair would be
+        // a candidate. The planted near-duplicates (one word changed) are still found.
+        let text = |i: usize, last: &str| {
+            format!(
+                "Use pnpm in this repo and keep the build green before pushing changes to \
+                 module{i} owned by team{} with ticket{} reviewed by {last}",
+                i % 97,
+                i * 7
+            )
+        };
+        let mut texts: Vec<String> = (0..20_000).map(|i| text(i, "alice")).collect();
+        let planted: Vec<usize> = (0..20_000).step_by(100).collect();
+        for &i in &planted {
+            texts.push(text(i, "bob"));
+        }
+        let items: Vec<Candidate<'_>> =
+            texts.iter().map(|content| Candidate { content, repo: None }).collect();
+        let found = near_duplicate_groups(&items, 0.8);
+        let expected: Vec<Vec<usize>> =
+            planted.iter().enumerate().map(|(n, &i)| vec![i, 20_000 + n]).collect();
+        assert_eq!(found, expected);
     }
 
     // Conflicts.
