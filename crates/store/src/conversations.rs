@@ -1,6 +1,7 @@
 //! Storage for the conversation runtime: conversations, their event logs, snapshots and prompts.
 
 use async_trait::async_trait;
+use cairn_types::runtime::{ChannelSegment, VoiceConnection};
 use cairn_types::{Conversation, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
 
 use crate::Result;
@@ -145,6 +146,21 @@ impl EventRange {
     }
 }
 
+/// A voice segment as stored, with its connection and what its socket token is bound to.
+/// The token itself is never stored: only its sha256 (hex), which is unique.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoiceSegmentRecord {
+    pub segment: ChannelSegment,
+    pub connection: VoiceConnection,
+    /// The hex sha256 of the socket token.
+    pub token_hash: String,
+    /// When the token was used to open the socket; a token opens one socket only.
+    pub token_used_at: Option<Timestamp>,
+    /// The start request's `app` and `client` hints, kept as given.
+    pub app: Option<serde_json::Value>,
+    pub client: Option<serde_json::Value>,
+}
+
 /// Storage for the conversation runtime.
 #[async_trait]
 pub trait ConversationStore: Send + Sync {
@@ -227,4 +243,30 @@ pub trait ConversationStore: Send + Sync {
     ) -> Result<Option<PromptRecord>>;
 
     async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>>;
+
+    /// Stores a new voice segment with its connection (status `pending`) and token hash.
+    /// Returns `false`, changing nothing, when the segment's conversation does not exist.
+    async fn create_voice_segment(&self, record: &VoiceSegmentRecord) -> Result<bool>;
+
+    /// Uses a socket token, atomically: when a segment has this token hash, the token is
+    /// unused, `now` is before the connection's `expiresAt` and the segment has not ended,
+    /// marks the token used at `now` and the connection `connected`, and returns the record
+    /// as it is now. Otherwise changes nothing and returns `None`, so of two callers racing
+    /// with one token exactly one gets it.
+    async fn claim_voice_token(
+        &self,
+        token_hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>>;
+
+    /// Ends a segment at `at`: sets its `endedAt` and its connection's status `ended`.
+    /// Returns the record as it is now when this call ended it, `None` when it had ended
+    /// already or does not exist, so an end is recorded once.
+    async fn end_voice_segment(
+        &self,
+        segment_id: &str,
+        at: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>>;
+
+    async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>>;
 }

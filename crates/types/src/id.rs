@@ -16,6 +16,8 @@ pub enum IdPrefix {
     Prompt,
     Activity,
     ConversationToken,
+    ChannelSegment,
+    VoiceConnection,
 }
 
 impl IdPrefix {
@@ -34,6 +36,8 @@ impl IdPrefix {
             IdPrefix::Prompt => "prm",
             IdPrefix::Activity => "act",
             IdPrefix::ConversationToken => "tok",
+            IdPrefix::ChannelSegment => "seg",
+            IdPrefix::VoiceConnection => "vc",
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod channel;
 mod operations;
+mod voice;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,6 +12,7 @@ use utoipa::ToSchema;
 
 pub use self::channel::*;
 pub use self::operations::*;
+pub use self::voice::*;
 use crate::{JsonObject, Timestamp};
 
 /// Where a conversation is in its life. `active` → `handoff` (a human took over) →
