@@ -18,7 +18,7 @@ use cairn_runtime::{
 };
 use cairn_store::{
     Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result,
+    NewEvent, PromptRecord, Result, VoiceSegmentRecord,
 };
 use cairn_store_sqlite::SqliteStore;
 use cairn_types::{Conversation, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
@@ -142,6 +142,30 @@ impl ConversationStore for CountingStore {
 
     async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>> {
         self.inner.find_idempotency(key).await
+    }
+
+    async fn create_voice_segment(&self, record: &VoiceSegmentRecord) -> Result<bool> {
+        self.inner.create_voice_segment(record).await
+    }
+
+    async fn claim_voice_token(
+        &self,
+        token_hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>> {
+        self.inner.claim_voice_token(token_hash, now).await
+    }
+
+    async fn end_voice_segment(
+        &self,
+        segment_id: &str,
+        at: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>> {
+        self.inner.end_voice_segment(segment_id, at).await
+    }
+
+    async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>> {
+        self.inner.get_voice_segment(segment_id).await
     }
 }
 

@@ -595,4 +595,28 @@ impl ConversationStore for FailingSyncStore {
     async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>> {
         self.inner.find_idempotency(key).await
     }
+
+    async fn create_voice_segment(&self, record: &VoiceSegmentRecord) -> Result<bool> {
+        self.inner.create_voice_segment(record).await
+    }
+
+    async fn claim_voice_token(
+        &self,
+        token_hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>> {
+        self.inner.claim_voice_token(token_hash, now).await
+    }
+
+    async fn end_voice_segment(
+        &self,
+        segment_id: &str,
+        at: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>> {
+        self.inner.end_voice_segment(segment_id, at).await
+    }
+
+    async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>> {
+        self.inner.get_voice_segment(segment_id).await
+    }
 }
