@@ -1,5 +1,5 @@
-//! The conversation runtime's records in SQLite: conversations, their event log, prompts and
-//! idempotency keys.
+//! The conversation runtime's records in SQLite: conversations, their event log, prompts,
+//! idempotency keys and voice segments.
 //!
 //! Offsets come from the conversation's `next_offset`, read and bumped inside the commit's
 //! transaction; the single writer connection runs commits one at a time, so offsets never
@@ -8,8 +8,9 @@
 use async_trait::async_trait;
 use cairn_store::{
     Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result, StoreError,
+    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord,
 };
+use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
     Conversation, IdPrefix, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp, new_id,
 };
@@ -26,6 +27,10 @@ const EVENT_COLUMNS: &str = "id, conversation_id, offset, kind, created_at, data
 const PROMPT_COLUMNS: &str = "prompt_id, widget_kind, input, offset, output";
 const IDEMPOTENCY_COLUMNS: &str =
     "key, conversation_id, first_offset, end_offset, created_at, fingerprint";
+/// A voice segment and its connection, in the order [`voice_segment_from_row`] reads them.
+const VOICE_SEGMENT_COLUMNS: &str = "id, conversation_id, channel, started_at, ended_at, \
+     connection_id, adapter, status, provider, provider_session_id, expires_at, token_hash, \
+     token_used_at, app, client";
 
 fn parse_json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T> {
     serde_json::from_str(text)
@@ -126,6 +131,57 @@ fn idempotency_from_row(row: &Row<'_>) -> Result<IdempotencyRecord> {
         created_at: Timestamp::from_millis(row.get(4).map_err(sql)?),
         fingerprint: row.get(5).map_err(sql)?,
     })
+}
+
+fn voice_segment_from_row(row: &Row<'_>) -> Result<VoiceSegmentRecord> {
+    let millis = |index: usize| -> Result<Option<Timestamp>> {
+        Ok(row.get::<_, Option<i64>>(index).map_err(sql)?.map(Timestamp::from_millis))
+    };
+    let json = |index: usize, column: &str| -> Result<Option<serde_json::Value>> {
+        let text: Option<String> = row.get(index).map_err(sql)?;
+        text.map(|text| parse_json(&text, column)).transpose()
+    };
+    let id: String = row.get(0).map_err(sql)?;
+    let status: String = row.get(7).map_err(sql)?;
+    Ok(VoiceSegmentRecord {
+        segment: ChannelSegment {
+            id: id.clone(),
+            conversation_id: row.get(1).map_err(sql)?,
+            channel: row.get(2).map_err(sql)?,
+            started_at: Timestamp::from_millis(row.get(3).map_err(sql)?),
+            ended_at: millis(4)?,
+        },
+        connection: VoiceConnection {
+            id: row.get(5).map_err(sql)?,
+            channel_segment_id: id,
+            adapter: row.get(6).map_err(sql)?,
+            status: VoiceConnectionStatus::parse(&status).ok_or_else(|| {
+                StoreError::Corrupt(format!("unknown voice connection status `{status}`"))
+            })?,
+            provider: row.get(8).map_err(sql)?,
+            provider_session_id: row.get(9).map_err(sql)?,
+            expires_at: millis(10)?,
+        },
+        token_hash: row.get(11).map_err(sql)?,
+        token_used_at: millis(12)?,
+        app: json(13, "app")?,
+        client: json(14, "client")?,
+    })
+}
+
+/// Runs a statement that changes at most one voice segment and returns it (`RETURNING`).
+fn change_voice_segment(
+    tx: &Transaction<'_>,
+    statement: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<VoiceSegmentRecord>> {
+    let row = tx
+        .prepare_cached(statement)
+        .map_err(sql)?
+        .query_row(params, |row| Ok(voice_segment_from_row(row)))
+        .optional()
+        .map_err(sql)?;
+    row.transpose()
 }
 
 /// Collects rows read by a `from_row` function, stopping at the first error.
@@ -411,6 +467,7 @@ impl ConversationStore for SqliteStore {
                     "DELETE FROM runtime_prompts WHERE conversation_id = ?1",
                     "DELETE FROM runtime_idempotency WHERE conversation_id = ?1",
                     "DELETE FROM conversation_tokens WHERE conversation_id = ?1",
+                    "DELETE FROM voice_segments WHERE conversation_id = ?1",
                 ] {
                     tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
                 }
@@ -600,6 +657,92 @@ impl ConversationStore for SqliteStore {
     async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>> {
         let key = key.to_owned();
         self.read(move |connection| read_idempotency(connection, &key)).await
+    }
+
+    async fn create_voice_segment(&self, record: &VoiceSegmentRecord) -> Result<bool> {
+        if record.connection.channel_segment_id != record.segment.id {
+            let message = format!(
+                "connection {} belongs to segment {}, not {}",
+                record.connection.id, record.connection.channel_segment_id, record.segment.id
+            );
+            return Err(StoreError::Backend(message.into()));
+        }
+        let record = record.clone();
+        self.write(move |tx| {
+            // Inserts only when the conversation exists: no row otherwise.
+            let inserted = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO voice_segments ({VOICE_SEGMENT_COLUMNS}) \
+                     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15 \
+                     FROM conversations WHERE id = ?2"
+                ))
+                .map_err(sql)?
+                .execute(params![
+                    record.segment.id,
+                    record.segment.conversation_id,
+                    record.segment.channel,
+                    record.segment.started_at.as_millis(),
+                    record.segment.ended_at.map(Timestamp::as_millis),
+                    record.connection.id,
+                    record.connection.adapter,
+                    record.connection.status.as_str(),
+                    record.connection.provider,
+                    record.connection.provider_session_id,
+                    record.connection.expires_at.map(Timestamp::as_millis),
+                    record.token_hash,
+                    record.token_used_at.map(Timestamp::as_millis),
+                    record.app.as_ref().map(json_text),
+                    record.client.as_ref().map(json_text),
+                ])
+                .map_err(sql)?;
+            Ok(inserted > 0)
+        })
+        .await
+    }
+
+    async fn claim_voice_token(
+        &self,
+        token_hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>> {
+        let token_hash = token_hash.to_owned();
+        // One statement on the single writer: of racing claims, the first to run marks the
+        // token used and the others find it used. A connection without `expires_at` has no
+        // token to claim.
+        self.write(move |tx| {
+            let statement = format!(
+                "UPDATE voice_segments SET token_used_at = ?2, status = 'connected' \
+                 WHERE token_hash = ?1 AND token_used_at IS NULL AND ended_at IS NULL \
+                 AND ?2 < expires_at RETURNING {VOICE_SEGMENT_COLUMNS}"
+            );
+            change_voice_segment(tx, &statement, params![token_hash, now.as_millis()])
+        })
+        .await
+    }
+
+    async fn end_voice_segment(
+        &self,
+        segment_id: &str,
+        at: Timestamp,
+    ) -> Result<Option<VoiceSegmentRecord>> {
+        let segment_id = segment_id.to_owned();
+        self.write(move |tx| {
+            let statement = format!(
+                "UPDATE voice_segments SET ended_at = ?2, status = 'ended' \
+                 WHERE id = ?1 AND ended_at IS NULL RETURNING {VOICE_SEGMENT_COLUMNS}"
+            );
+            change_voice_segment(tx, &statement, params![segment_id, at.as_millis()])
+        })
+        .await
+    }
+
+    async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>> {
+        let segment_id = segment_id.to_owned();
+        self.read(move |connection| {
+            let query = format!("SELECT {VOICE_SEGMENT_COLUMNS} FROM voice_segments WHERE id = ?1");
+            Ok(collect(connection, &query, [segment_id], voice_segment_from_row)?.pop())
+        })
+        .await
     }
 }
 

@@ -251,6 +251,29 @@ const MIGRATIONS: &[&str] = &[
         UNION ALL SELECT id, second_id, 1, 'the other side' FROM conflicts;
     DROP TABLE conflicts;
     "#,
+    // 9: voice segments, one row each with its connection. The socket token is kept as its
+    // hash only; a segment goes with its conversation.
+    r#"
+    CREATE TABLE voice_segments (
+        id TEXT PRIMARY KEY,
+        conversation_id TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        channel TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        connection_id TEXT NOT NULL UNIQUE,
+        adapter TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'connected', 'ended')),
+        provider TEXT,
+        provider_session_id TEXT,
+        expires_at INTEGER,
+        token_hash TEXT NOT NULL UNIQUE,
+        token_used_at INTEGER,
+        -- JSON text, NULL when the start request had none.
+        app TEXT,
+        client TEXT
+    );
+    CREATE INDEX voice_segments_by_conversation ON voice_segments (conversation_id);
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

@@ -178,7 +178,7 @@ pub trait ConversationStore: Send + Sync {
     async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>>;
 
     /// Deletes conversations for good, in one transaction, with their events, prompts,
-    /// snapshots and idempotency keys. Returns the ids that existed.
+    /// snapshots, idempotency keys and voice segments. Returns the ids that existed.
     async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>>;
 
     /// The ids of conversations on a channel of `kind` with the contact's `address`
@@ -252,7 +252,8 @@ pub trait ConversationStore: Send + Sync {
     /// unused, `now` is before the connection's `expiresAt` and the segment has not ended,
     /// marks the token used at `now` and the connection `connected`, and returns the record
     /// as it is now. Otherwise changes nothing and returns `None`, so of two callers racing
-    /// with one token exactly one gets it.
+    /// with one token exactly one gets it. A connection without `expiresAt` has no token to
+    /// claim.
     async fn claim_voice_token(
         &self,
         token_hash: &str,
