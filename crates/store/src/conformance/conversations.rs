@@ -29,6 +29,7 @@ where
     idempotent_commits_apply_once(open_store().await).await;
     commits_to_unknown_conversations_change_nothing(open_store().await).await;
     concurrent_committers_get_gapless_offsets(open_store().await).await;
+    super::voice::run_voice(&mut open_store).await;
 }
 
 /// A conversation for tests, created and last updated at `millis`.

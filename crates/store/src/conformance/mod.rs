@@ -857,6 +857,7 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
 
 mod connectors;
 mod conversations;
+mod voice;
 
 pub use connectors::{FailingSyncStore, InjectedFailure, run_connectors};
 use conversations::create;
