@@ -61,13 +61,13 @@ use async_trait::async_trait;
 use cairn_http::{ApiError, ResponseBody, parse_query};
 use cairn_types::ErrorCode;
 use cairn_types::runtime::{VOICE_PROTOCOL, VoiceClientEvent, VoiceStartResult};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
@@ -203,7 +203,10 @@ impl Bases {
     /// From `host/base-path` and whether clients come over TLS.
     pub(crate) fn new(secure: bool, host_and_path: &str) -> Bases {
         let (ws, http) = if secure { ("wss", "https") } else { ("ws", "http") };
-        Bases { socket: format!("{ws}://{host_and_path}"), http: format!("{http}://{host_and_path}") }
+        Bases {
+            socket: format!("{ws}://{host_and_path}"),
+            http: format!("{http}://{host_and_path}"),
+        }
     }
 }
 
@@ -230,7 +233,10 @@ pub(crate) fn request_bases(parts: &Parts, base_path: &str) -> Result<Bases, Api
 /// value) or `Forwarded: proto=https`.
 fn forwarded_https(headers: &HeaderMap) -> bool {
     let first_value = |name: &str| {
-        headers.get(name).and_then(|value| value.to_str().ok()).and_then(|value| value.split(',').next())
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.split(',').next())
     };
     if let Some(proto) = first_value("x-forwarded-proto") {
         return proto.trim().eq_ignore_ascii_case("https");
@@ -307,9 +313,11 @@ pub(crate) fn check_handshake(parts: &Parts) -> Result<String, ApiError> {
 
 /// Whether a comma-separated header (any of its lines) lists `token`, case-insensitively.
 fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
-    headers.get_all(name).iter().filter_map(|value| value.to_str().ok()).any(|value| {
-        value.split(',').any(|item| item.trim().eq_ignore_ascii_case(token))
-    })
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.split(',').any(|item| item.trim().eq_ignore_ascii_case(token)))
 }
 
 /// A `Sec-WebSocket-Key`: base64 of 16 bytes, which is 22 characters and `==`.
@@ -384,7 +392,9 @@ impl VoiceUpgrade {
     {
         let session = self.session.lock().ok().and_then(|mut session| session.take());
         match session {
-            Some(session) => serve_voice_socket_with(io, session, self.shutdown, self.options).await,
+            Some(session) => {
+                serve_voice_socket_with(io, session, self.shutdown, self.options).await
+            }
             None => tracing::warn!("a voice upgrade was served twice; the second is dropped"),
         }
     }
@@ -429,7 +439,7 @@ pub async fn serve_voice_socket_with<S>(
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
     let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (sink, stream) = socket.split();
+    let (sink, mut stream) = socket.split();
     let (client_events, session_events) = mpsc::channel(CLIENT_EVENT_QUEUE);
     let (server_events, outgoing) = mpsc::channel(SERVER_EVENT_QUEUE);
     let (close, close_requested) = oneshot::channel();
@@ -437,12 +447,14 @@ pub async fn serve_voice_socket_with<S>(
     let io = VoiceSocketIo { events: session_events, send: server_events.clone() };
     let mut session = tokio::spawn(session.run(io));
     let mut writer = tokio::spawn(write_loop(sink, outgoing, close_requested, options));
-    let mut reader = Box::pin(read_loop(stream, client_events, server_events, options));
+    let mut reader = Box::pin(read_loop(&mut stream, client_events, server_events, options));
 
     let (mut reader_done, mut session_done, mut writer_done) = (false, false, false);
+    let mut unread_input = false;
     let closing = tokio::select! {
         end = &mut reader => {
             reader_done = true;
+            unread_input = matches!(end, ReadEnd::TooLarge);
             end.closing()
         }
         joined = &mut session => {
@@ -471,17 +483,47 @@ pub async fn serve_voice_socket_with<S>(
         }
         None => drop(close),
     }
-    // Wait for the client's close frame unless the client can no longer be written to.
-    if !reader_done && !writer_done {
-        let _ = tokio::time::timeout(CLOSE_TIMEOUT, &mut reader).await;
-    }
-    // The reader holds the session's events: dropping it tells the session the socket closed.
+    // The reader holds the session's events: dropping it tells the session the socket is
+    // closed, at once, whoever closed it.
     drop(reader);
+    // Wait for the client's answer to our close frame (what it sends meanwhile is dropped),
+    // unless it can no longer be written to.
+    if !reader_done && !writer_done {
+        let answered = async { while let Some(Ok(_)) = stream.next().await {} };
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, answered).await;
+    }
     if !session_done && let Err(error) = session.await {
         tracing::error!(%error, "a voice session failed");
     }
-    if !writer_done && tokio::time::timeout(CLOSE_TIMEOUT, &mut writer).await.is_err() {
-        writer.abort();
+    if writer_done {
+        return;
+    }
+    let sink = match tokio::time::timeout(CLOSE_TIMEOUT, &mut writer).await {
+        Ok(Ok(sink)) => sink,
+        Ok(Err(_)) => return,
+        Err(_) => {
+            writer.abort();
+            return;
+        }
+    };
+    // The rest of an oversized message was never read: read it away before the connection
+    // closes, or the client's system answers with a reset that can destroy the close frame
+    // before the client reads it.
+    if unread_input && let Ok(mut socket) = stream.reunite(sink) {
+        linger(socket.get_mut()).await;
+    }
+}
+
+/// Reads and drops what the client still sends, until it has been quiet for a moment or
+/// [`CLOSE_TIMEOUT`] has passed.
+async fn linger<S: AsyncRead + Unpin>(io: &mut S) {
+    let mut buffer = [0u8; 8192];
+    let deadline = tokio::time::Instant::now() + CLOSE_TIMEOUT;
+    while tokio::time::Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(200), io.read(&mut buffer)).await {
+            Ok(Ok(read)) if read > 0 => {}
+            _ => return,
+        }
     }
 }
 
@@ -523,8 +565,12 @@ impl ReadEnd {
         let (frame, drain) = match self {
             // Writing a close after the client's flushes tungstenite's queued answer to it.
             ReadEnd::Closed => (close_frame(CloseCode::Normal, "closed by the client"), false),
-            ReadEnd::Idle => (close_frame(CloseCode::Away, "the client sent nothing for too long"), true),
-            ReadEnd::TooLarge => (close_frame(CloseCode::Size, "a message was over the size limit"), true),
+            ReadEnd::Idle => {
+                (close_frame(CloseCode::Away, "the client sent nothing for too long"), true)
+            }
+            ReadEnd::TooLarge => {
+                (close_frame(CloseCode::Size, "a message was over the size limit"), true)
+            }
             ReadEnd::Broken(WsError::Utf8(_)) => {
                 (close_frame(CloseCode::Invalid, "a text frame was not UTF-8"), false)
             }
@@ -540,7 +586,7 @@ impl ReadEnd {
 /// Reads the client's frames: events go to the session, mistakes are answered with `error`
 /// events, control frames are answered by tungstenite itself.
 async fn read_loop<S>(
-    mut stream: SplitStream<WebSocketStream<S>>,
+    stream: &mut SplitStream<WebSocketStream<S>>,
     session: mpsc::Sender<VoiceClientEvent>,
     errors: mpsc::Sender<Value>,
     options: VoiceSocketOptions,
@@ -630,18 +676,19 @@ pub fn parse_client_event(text: &str, max_bytes: usize) -> Result<VoiceClientEve
         );
         return Err(error_event("unknown_event_type", message, event_id));
     }
-    serde_json::from_value(Value::Object(object)).map_err(|error| {
-        error_event("invalid_event", format!("{kind}: {error}"), event_id)
-    })
+    serde_json::from_value(Value::Object(object))
+        .map_err(|error| error_event("invalid_event", format!("{kind}: {error}"), event_id))
 }
 
-/// Writes server events and pings until told to close, or until the client stops reading.
+/// Writes server events and pings until told to close, or until the client stops reading;
+/// gives the sink back.
 async fn write_loop<S>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
     mut events: mpsc::Receiver<Value>,
     mut close: oneshot::Receiver<Closing>,
     options: VoiceSocketOptions,
-) where
+) -> SplitSink<WebSocketStream<S>, Message>
+where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let start = tokio::time::Instant::now() + options.ping_interval;
@@ -651,18 +698,23 @@ async fn write_loop<S>(
     loop {
         let message = tokio::select! {
             closing = &mut close => {
-                let Ok(Closing { frame, drain }) = closing else { return };
+                let Ok(Closing { frame, drain }) = closing else { return sink };
                 // What was queued before the close goes out first, e.g. the session's last
                 // events or the error that explains the close.
                 while let Some(event) = events.try_recv().ok().filter(|_| drain) {
                     if let Some(message) = outgoing(event)
-                        && !write(&mut sink, message, options.send_timeout).await
+                        && write(&mut sink, message, options.send_timeout).await.is_err()
                     {
                         break;
                     }
                 }
-                write(&mut sink, Message::Close(Some(frame)), options.send_timeout).await;
-                return;
+                let closed = write(&mut sink, Message::Close(Some(frame)), options.send_timeout);
+                if let Err(Stop::Refused) = closed.await {
+                    // The client closed first: tungstenite refuses a close of ours, but
+                    // closing the sink sends its queued answer to the client's.
+                    let _ = tokio::time::timeout(options.send_timeout, sink.close()).await;
+                }
+                return sink;
             }
             event = events.recv(), if events_open => match event {
                 Some(event) => match outgoing(event) {
@@ -676,26 +728,35 @@ async fn write_loop<S>(
             },
             _ = ping.tick() => Message::Ping(Default::default()),
         };
-        if !write(&mut sink, message, options.send_timeout).await {
-            return;
+        if write(&mut sink, message, options.send_timeout).await.is_err() {
+            return sink;
         }
     }
 }
 
-/// Writes one message; false when the socket cannot be written to any more.
+/// Why a write did not happen.
+#[derive(Debug)]
+enum Stop {
+    /// The socket refused it: closing, closed or broken.
+    Refused,
+    /// The client read nothing for the send timeout.
+    Slow,
+}
+
+/// Writes one message.
 async fn write<S>(
     sink: &mut SplitSink<WebSocketStream<S>, Message>,
     message: Message,
     timeout: Duration,
-) -> bool
+) -> Result<(), Stop>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     match tokio::time::timeout(timeout, sink.send(message)).await {
-        Ok(Ok(())) => true,
+        Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => {
             tracing::debug!(%error, "a voice socket could not be written to");
-            false
+            Err(Stop::Refused)
         }
         Err(_) => {
             tracing::warn!(
@@ -703,7 +764,7 @@ where
                 "dropped a voice socket: its client read nothing for the send timeout while \
                  server events waited"
             );
-            false
+            Err(Stop::Slow)
         }
     }
 }
@@ -787,14 +848,18 @@ mod tests {
         let parse = |text: &str| parse_client_event(text, 1024);
         assert_eq!(code(parse("not json")), ("invalid_json".into(), None));
         assert_eq!(code(parse("[1]")), ("invalid_json".into(), None));
-        assert_eq!(code(parse(r#"{"event_id": "e1"}"#)), ("invalid_event".into(), Some("e1".into())));
+        assert_eq!(
+            code(parse(r#"{"event_id": "e1"}"#)),
+            ("invalid_event".into(), Some("e1".into()))
+        );
         assert_eq!(
             code(parse(r#"{"type": "nope", "event_id": "e2"}"#)),
             ("unknown_event_type".into(), Some("e2".into()))
         );
         let (kind, id) = code(parse(r#"{"type": "input_audio_buffer.append", "event_id": "e3"}"#));
         assert_eq!((kind.as_str(), id.as_deref()), ("invalid_event", Some("e3")));
-        let long = format!(r#"{{"type": "input_audio_buffer.append", "audio": "{}"}}"#, "A".repeat(2000));
+        let long =
+            format!(r#"{{"type": "input_audio_buffer.append", "audio": "{}"}}"#, "A".repeat(2000));
         assert_eq!(code(parse(&long)).0, "event_too_large");
     }
 
@@ -805,7 +870,8 @@ mod tests {
         };
         let event: Value = serde_json::from_str(text.as_str()).unwrap();
         assert!(event["event_id"].as_str().unwrap().starts_with("event_"));
-        let Message::Text(text) = outgoing(json!({"type": "x", "event_id": "mine"})).unwrap() else {
+        let Message::Text(text) = outgoing(json!({"type": "x", "event_id": "mine"})).unwrap()
+        else {
             panic!("a text frame")
         };
         assert!(text.as_str().contains("\"mine\""));

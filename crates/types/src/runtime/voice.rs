@@ -227,8 +227,10 @@ mod tests {
         .unwrap();
         assert!(matches!(truncate, VoiceClientEvent::ConversationItemTruncate { .. }));
         assert!(
-            serde_json::from_value::<VoiceClientEvent>(json!({"type": "input_audio_buffer.append"}))
-                .is_err()
+            serde_json::from_value::<VoiceClientEvent>(
+                json!({"type": "input_audio_buffer.append"})
+            )
+            .is_err()
         );
         assert!(serde_json::from_value::<VoiceClientEvent>(json!({"type": "nope"})).is_err());
     }
