@@ -78,7 +78,8 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 /// What a session sees of its open socket.
 pub struct VoiceSocketIo {
     /// The client's events, parsed, in order. Ends (`recv` returns `None`) when the socket
-    /// closes, whoever closed it.
+    /// closes, whoever closed it. The queue is bounded: while it is full the socket reads
+    /// nothing more from the client, so keep reading while a reply plays (barge-in).
     pub events: mpsc::Receiver<VoiceClientEvent>,
     /// Server events to write: JSON objects with a string `type` (anything else is logged
     /// and dropped), written in order; an event without an `event_id` gets one. The queue is
@@ -431,11 +432,12 @@ pub async fn serve_voice_socket_with<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    // A small read buffer keeps many idle sockets cheap; every message is written and
+    // flushed on its own (the queue before it is what is bounded).
     let max_message = options.max_message_bytes.max(1024);
     let config = WebSocketConfig::default()
         .read_buffer_size(16 * 1024)
         .write_buffer_size(0)
-        .max_write_buffer_size(2 * max_message)
         .max_message_size(Some(max_message))
         .max_frame_size(Some(max_message));
     let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
