@@ -87,7 +87,8 @@ async fn daemon(
     config: ServerConfig,
 ) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
     let directory = tempfile::tempdir().unwrap();
-    let store = Arc::new(cairn_store_sqlite::SqliteStore::open(&directory.path().join("c.db")).unwrap());
+    let store =
+        Arc::new(cairn_store_sqlite::SqliteStore::open(&directory.path().join("c.db")).unwrap());
     let auth = AuthConfig { profile: Profile::Production, jwt: None };
     let memory = MemoryApi::new(Engine::new(store), ApiConfig { auth, ..ApiConfig::default() });
     let runtime = Tokens(Mutex::new(tokens.iter().map(|token| token.to_string()).collect()));
@@ -188,7 +189,8 @@ async fn shutdown_closes_sockets_with_1001_and_waits_for_them() {
     stop.send(()).unwrap();
     let mut close = None;
     // Reading on answers the close frame, as any client does.
-    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(10), socket.next()).await {
+    while let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(10), socket.next()).await
+    {
         match message {
             Ok(Message::Close(frame)) => close = frame.map(|frame| frame.code),
             Ok(_) => {}
