@@ -22,6 +22,7 @@ use crate::cors::Cors;
 use crate::events::{EventDefinition, EventSchemas};
 use crate::runtime::*;
 use crate::sse;
+use crate::voice::{self, Bases, VoiceHandshake, VoiceUpgrade};
 
 /// The largest request body accepted, in bytes.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -85,7 +86,7 @@ pub struct HandlerOptions {
     sse_poll_interval: Duration,
     sse_heartbeat: Duration,
     max_streams_per_principal: usize,
-    voice: Option<Value>,
+    voice: VoiceHandshake,
 }
 
 /// How many event streams one caller may hold open at once by default.
@@ -105,7 +106,7 @@ impl HandlerOptions {
             sse_poll_interval: Duration::from_millis(1000),
             sse_heartbeat: Duration::from_secs(15),
             max_streams_per_principal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
-            voice: None,
+            voice: VoiceHandshake::default(),
         }
     }
 
@@ -167,16 +168,19 @@ impl HandlerOptions {
         self
     }
 
-    /// The voice socket handshake, kept for the voice routes.
-    pub fn voice(mut self, handshake: Value) -> Self {
-        self.voice = Some(handshake);
+    /// The voice socket's handshake: the public URL clients reach the socket by, when it is
+    /// not the request's own host, and the socket's limits (see [`VoiceHandshake`]).
+    pub fn voice(mut self, handshake: VoiceHandshake) -> Self {
+        self.voice = handshake;
         self
     }
 
-    /// Builds the handler; fails when an event definition's schema is not a valid JSON Schema.
+    /// Builds the handler; fails when an event definition's schema is not a valid JSON
+    /// Schema, or the voice public URL is not a ws(s) or http(s) URL.
     pub fn build(self) -> Result<RuntimeHandler, String> {
         let custom_events = EventSchemas::compile("customEvents", &self.custom_events)?;
         let journey_events = EventSchemas::compile("journeyEvents", &self.journey_events)?;
+        let voice_bases = self.voice.public_bases()?;
         let (shutdown, _) = watch::channel(false);
         Ok(RuntimeHandler {
             inner: Arc::new(Inner {
@@ -192,7 +196,8 @@ impl HandlerOptions {
                     poll_interval: self.sse_poll_interval,
                     heartbeat: self.sse_heartbeat,
                 },
-                _voice: self.voice,
+                voice: self.voice,
+                voice_bases,
                 shutdown,
                 streams: StreamCounts::new(self.max_streams_per_principal),
             }),
@@ -216,7 +221,9 @@ struct Inner {
     journey_events: EventSchemas,
     expose_internal_errors: bool,
     sse: sse::StreamOptions,
-    _voice: Option<Value>,
+    voice: VoiceHandshake,
+    /// The socket and HTTP base URLs from the voice public URL, when one is set.
+    voice_bases: Option<Bases>,
     shutdown: watch::Sender<bool>,
     streams: Arc<StreamCounts>,
 }
@@ -337,8 +344,9 @@ impl RuntimeHandler {
         strip_base(path, &self.inner.base_path).is_some()
     }
 
-    /// Ends every open event stream cleanly; call it when the server shuts down, so graceful
-    /// shutdown does not wait for streams that would never end.
+    /// Ends every open event stream cleanly and closes every open voice socket (1001, "going
+    /// away"); call it when the server shuts down, so graceful shutdown does not wait for
+    /// streams that would never end.
     pub fn shutdown(&self) {
         self.inner.shutdown.send_replace(true);
     }
@@ -375,7 +383,9 @@ impl RuntimeHandler {
         }
         let (parts, body) = request.into_parts();
         let mut principal = None;
-        if let Some(authorize) = &inner.authorize {
+        // The voice socket's credential is its single-use token, which the runtime checks.
+        let socket = matches!(route(&parts.method, &path), Ok((Operation::VoiceSocket, _)));
+        if let Some(authorize) = inner.authorize.as_ref().filter(|_| !socket) {
             match authorize.authorize(&path, &parts).await {
                 Authorization::Allow => {}
                 Authorization::AllowAs(name) => principal = Some(name),
@@ -468,23 +478,30 @@ impl RuntimeHandler {
                 ))
             }
             Operation::StartVoiceConversation => {
-                let input: Value = optional_body(parts, body).await?;
-                Ok(json_response(
-                    StatusCode::CREATED,
-                    &runtime.start_voice_conversation(input).await.map_err(fail)?,
-                ))
+                let mut input: StartVoiceConversationInput = optional_body(parts, body).await?;
+                if input.agent_id.is_none() {
+                    input.agent_id = inner.agent_id.clone();
+                }
+                let bases = self.voice_bases(parts)?;
+                let mut result = runtime.start_voice_conversation(input).await.map_err(fail)?;
+                voice::fill_urls(&mut result, &bases);
+                Ok(json_response(StatusCode::CREATED, &result))
             }
             Operation::StartVoiceSegment => {
-                let input: Value = optional_body(parts, body).await?;
-                Ok(json_response(
-                    StatusCode::CREATED,
-                    &runtime.start_voice_segment(&id, input).await.map_err(fail)?,
-                ))
+                let input: StartVoiceSegmentInput = optional_body(parts, body).await?;
+                let bases = self.voice_bases(parts)?;
+                let mut result = runtime.start_voice_segment(&id, input).await.map_err(fail)?;
+                voice::fill_urls(&mut result, &bases);
+                Ok(json_response(StatusCode::CREATED, &result))
             }
-            Operation::VoiceSocket => Err(ApiError::new(
-                ErrorCode::CapabilityNotSupported,
-                "the voice socket is not served by this handler",
-            )),
+            Operation::VoiceSocket => {
+                let accept = voice::check_handshake(parts)?;
+                let token = voice::socket_token(parts)?;
+                let session = runtime.open_voice_socket(&token).await.map_err(fail)?;
+                let upgrade =
+                    VoiceUpgrade::new(session, inner.shutdown.subscribe(), inner.voice.socket);
+                Ok(voice::switching_protocols(&accept, upgrade))
+            }
             Operation::SendMessage => {
                 let body: SendMessageBody = json_body(parts, body).await?;
                 check_text("message", &body.message)?;
@@ -676,6 +693,15 @@ impl RuntimeHandler {
         }
     }
 
+    /// Where clients reach the voice socket and the HTTP routes: the public URL when set,
+    /// else the request's host and the base path.
+    fn voice_bases(&self, parts: &Parts) -> Result<Bases, ApiError> {
+        match &self.inner.voice_bases {
+            Some(bases) => Ok(bases.clone()),
+            None => voice::request_bases(parts, &self.inner.base_path),
+        }
+    }
+
     fn error_mapper(&self) -> ErrorMapper {
         ErrorMapper { expose_internal_errors: self.inner.expose_internal_errors }
     }
@@ -704,6 +730,7 @@ impl ErrorMapper {
             }
             RuntimeError::Invalid(_) => ApiError::validation(message),
             RuntimeError::Conflict(_) => ApiError::new(ErrorCode::Conflict, message),
+            RuntimeError::Unauthorized(_) => ApiError::new(ErrorCode::Unauthorized, message),
             RuntimeError::NotSupported(_) => {
                 ApiError::new(ErrorCode::CapabilityNotSupported, message)
             }

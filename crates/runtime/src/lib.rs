@@ -5,7 +5,8 @@
 //! message, list events); every other operation defaults to "not supported", which the
 //! handler answers with 501 `CAPABILITY_NOT_SUPPORTED`. The handler brings the routes, body
 //! and query parsing, the error envelope, CORS, an `authorize` hook, custom and journey
-//! event definitions checked against JSON Schemas, and Server-Sent Events.
+//! event definitions checked against JSON Schemas, Server-Sent Events, and the voice socket
+//! ([`voice`]: the `service.voice.v1` WebSocket, upgraded by the transport).
 //!
 //! This crate knows `http` types and nothing of Cairn's storage or memory engine: the wire
 //! types come from [`cairn_types::runtime`] (re-exported here), and Cairn's own runtime,
@@ -31,6 +32,7 @@ pub mod handler;
 pub mod openapi;
 mod runtime;
 mod sse;
+pub mod voice;
 
 pub use cairn_http::{ApiError, ResponseBody};
 pub use cairn_types::runtime::*;
@@ -40,3 +42,7 @@ pub use crate::cors::{Cors, CorsOptions};
 pub use crate::events::{EventDefinition, EventDefinitions};
 pub use crate::handler::{Authorization, Authorize, HandlerOptions, Operation, RuntimeHandler};
 pub use crate::runtime::*;
+pub use crate::voice::{
+    VoiceHandshake, VoiceSession, VoiceSocketIo, VoiceSocketOptions, VoiceUpgrade, error_event,
+    serve_voice_socket, serve_voice_socket_with, server_event,
+};

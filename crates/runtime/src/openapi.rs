@@ -209,11 +209,22 @@ fn handle_channel_event() {}
 #[allow(dead_code)]
 fn resolve_channel_output() {}
 
-/// Starts a voice conversation (startVoiceConversation).
+/// Starts a conversation on the voice channel (startVoiceConversation).
+///
+/// Answers the conversation, its voice segment and connection, and the socket to talk on.
+/// `socket.url` is the socket's full
+/// `ws://` or `wss://` URL with its single-use token, for
+/// `new WebSocket(socket.url, "service.voice.v1")`; `eventsUrl` is the conversation's event
+/// stream. An empty body takes every default.
 #[utoipa::path(operation_id = "startVoiceConversation", post, path = "/voice/conversations", tag = "voice",
-    request_body(content = Object, description = "Optional: `agentId`, `app`, `client`, `context`, `id`"),
+    request_body(content = StartVoiceConversationInput, description = "Optional; `{}` or empty takes the defaults"),
     responses(
-        (status = 201, description = "The conversation, its voice segment and the socket to connect to", body = Object),
+        (status = 201, description = "The conversation, its voice segment and the socket to connect to", body = VoiceStartResult, links(
+            ("streamEvents" = (operation_id = "streamEvents", parameters(("id" = "$response.body#/conversation/id")))),
+            ("startVoiceSegment" = (operation_id = "startVoiceSegment", parameters(("id" = "$response.body#/conversation/id"))))
+        )),
+        (status = 400, description = "No `Host` to build the socket's URL from, and no public URL configured (`BAD_REQUEST`)", body = ErrorEnvelope),
+        (status = 409, description = "The id is taken (`CONFLICT`)", body = ErrorEnvelope),
         TooLarge,
         InvalidBody,
         (status = 501, description = "The runtime has no voice (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
@@ -221,20 +232,44 @@ fn resolve_channel_output() {}
 #[allow(dead_code)]
 fn start_voice_conversation() {}
 
-/// The `service.voice.v1` WebSocket.
+/// The `service.voice.v1` WebSocket (voiceSocket).
+///
+/// Open it with the `socket.url` a voice start returned and the `service.voice.v1` subprotocol. The token is the only credential (no API
+/// key): single-use, short-lived, checked before the upgrade. Client events are JSON text
+/// frames; a bad one is answered with an `error` event and the socket stays open. The server
+/// closes with 1000 when the session ends, 1001 when it shuts down or the client was silent
+/// too long, 1009 for a message over the size limit. See `docs/voice.md`.
 #[utoipa::path(operation_id = "voiceSocket", get, path = "/voice/socket", tag = "voice",
+    params(
+        ("token" = Option<String>, Query, description = "The socket token of a voice start (`socket.token`); clients that can set headers may send it as `Authorization: Bearer` instead"),
+        ("Upgrade" = String, Header, description = "`websocket`"),
+        ("Connection" = String, Header, description = "Lists `Upgrade`"),
+        ("Sec-WebSocket-Version" = String, Header, description = "`13`"),
+        ("Sec-WebSocket-Key" = String, Header, description = "16 random bytes in base64"),
+        ("Sec-WebSocket-Protocol" = String, Header, description = "Lists `service.voice.v1`"),
+    ),
     responses(
-        (status = 501, description = "This handler serves no voice socket (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
+        (status = 101, description = "The WebSocket is open, speaking `service.voice.v1`", headers(
+            ("Sec-WebSocket-Accept" = String, description = "The handshake's answer to `Sec-WebSocket-Key`"),
+            ("Sec-WebSocket-Protocol" = String, description = "`service.voice.v1`"),
+        )),
+        (status = 400, description = "Not a WebSocket handshake (version 13, with a key), or without the `service.voice.v1` subprotocol (`BAD_REQUEST`)", body = ErrorEnvelope),
+        (status = 401, description = "The token is missing, wrong, used or expired (`UNAUTHORIZED`); nothing changed", body = ErrorEnvelope),
+        InvalidQuery,
+        (status = 501, description = "The runtime has no voice (`CAPABILITY_NOT_SUPPORTED`)", body = ErrorEnvelope),
     ))]
 #[allow(dead_code)]
 fn voice_socket() {}
 
-/// Starts a voice segment in a conversation (startVoiceSegment).
+/// Starts a voice segment in an existing conversation (startVoiceSegment).
+///
+/// The segment has its own connection and socket token, as startVoiceConversation's.
 #[utoipa::path(operation_id = "startVoiceSegment", post, path = "/conversations/{id}/voice-segments", tag = "voice",
     params(("id" = String, Path, description = "A conversation id")),
-    request_body(content = Object, description = "Optional: `app`, `client`"),
+    request_body(content = StartVoiceSegmentInput, description = "Optional; `{}` or empty takes the defaults"),
     responses(
-        (status = 201, description = "The voice segment and the socket to connect to", body = Object),
+        (status = 201, description = "The voice segment and the socket to connect to", body = VoiceStartResult),
+        (status = 400, description = "No `Host` to build the socket's URL from, and no public URL configured (`BAD_REQUEST`)", body = ErrorEnvelope),
         NoConversation,
         Closed,
         TooLarge,

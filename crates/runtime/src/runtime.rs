@@ -10,6 +10,8 @@ use cairn_types::runtime::*;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
+use crate::voice::VoiceSession;
+
 /// What a runtime operation can fail with; each maps to one HTTP status and error code.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -25,6 +27,10 @@ pub enum RuntimeError {
     /// The input conflicts with the conversation's state (409), e.g. a prompt answered twice.
     #[error("{0}")]
     Conflict(String),
+    /// A credential the operation itself checks is missing, wrong, used or expired (401),
+    /// e.g. a voice socket token.
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("this runtime does not support `{0}`")]
     NotSupported(&'static str),
     #[error("{0}")]
@@ -88,12 +94,33 @@ pub trait Runtime: Send + Sync + 'static {
         Err(RuntimeError::NotSupported("resolveChannelOutput"))
     }
 
-    async fn start_voice_conversation(&self, _input: Value) -> Result<Value> {
+    /// Starts a conversation on the voice channel: its first voice segment, a connection,
+    /// and a single-use socket token. Leave `socket.url` empty and `events_url` `None`: the
+    /// handler fills them, since it knows the address clients reach it by.
+    async fn start_voice_conversation(
+        &self,
+        _input: StartVoiceConversationInput,
+    ) -> Result<VoiceStartResult> {
         Err(RuntimeError::NotSupported("startVoiceConversation"))
     }
 
-    async fn start_voice_segment(&self, _conversation_id: &str, _input: Value) -> Result<Value> {
+    /// Starts a voice segment in an existing conversation, as
+    /// [`start_voice_conversation`](Runtime::start_voice_conversation) does.
+    async fn start_voice_segment(
+        &self,
+        _conversation_id: &str,
+        _input: StartVoiceSegmentInput,
+    ) -> Result<VoiceStartResult> {
         Err(RuntimeError::NotSupported("startVoiceSegment"))
+    }
+
+    /// Claims a socket token for `GET /voice/socket`, before the WebSocket upgrade: the
+    /// session that runs once the socket is open. A token that is missing (empty), wrong,
+    /// already used or expired fails with [`RuntimeError::Unauthorized`], changing nothing.
+    /// The token is the socket's only credential: the handler's `authorize` hook does not
+    /// run for this route.
+    async fn open_voice_socket(&self, _token: &str) -> Result<Box<dyn VoiceSession>> {
+        Err(RuntimeError::NotSupported("voiceSocket"))
     }
 
     async fn submit_widget(&self, _input: SubmitWidgetInput) -> Result<EventResult> {

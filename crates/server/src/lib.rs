@@ -1,8 +1,9 @@
 //! Cairn's HTTP transport: hyper 1.x over a TCP listener, serving the handlers above it.
 //!
 //! This crate knows sockets and connections, nothing about memories: it bounds connections,
-//! times out slow request headers, logs each request, and shuts down gracefully, giving
-//! in-flight requests a deadline to finish. Handlers enforce their own body limits.
+//! times out slow request headers, logs each request, performs the WebSocket upgrade of the
+//! runtime's voice socket, and shuts down gracefully, giving in-flight requests and open
+//! sockets a deadline to finish. Handlers enforce their own body limits.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -21,7 +22,7 @@ use cairn_mcp::McpHttp;
 use http_body::Body as _;
 
 use crate::body::GuardedBody;
-use cairn_runtime::{Authorization, Authorize, RuntimeHandler};
+use cairn_runtime::{Authorization, Authorize, RuntimeHandler, VoiceUpgrade};
 use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -30,7 +31,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// Transport limits.
 #[derive(Debug, Clone)]
@@ -219,6 +220,9 @@ pub async fn serve(
     let connection_slots = Arc::new(Semaphore::new(config.max_connections));
     let per_address = connections::AddressSlots::new(config.max_connections_per_address);
     let refusals = Arc::new(Semaphore::new(connections::MAX_REFUSALS_AT_ONCE));
+    // Every connection task and voice socket holds a sender; when all are gone, `recv`
+    // answers `None`: what shutdown waits for besides hyper's own connections.
+    let (sockets_open, mut sockets_closed) = mpsc::channel::<()>(1);
     let owner = local_accounts_owner(config.identify_local_accounts);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
@@ -255,7 +259,7 @@ pub async fn serve(
             connections::refuse(stream, peer, per_address.limit(), &refusals);
             continue;
         };
-        let services = services.clone();
+        let (services, sockets_open) = (services.clone(), sockets_open.clone());
         let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
         let (builder, watcher, first_byte_timeout) =
             (builder.clone(), graceful.watcher(), config.header_read_timeout);
@@ -275,8 +279,13 @@ pub async fn serve(
                 ),
                 _ => None,
             };
+            // hyper hands an upgraded connection over and ends its own; a voice socket then
+            // keeps the connection's slots until it closes, so it still counts against
+            // `max_connections` and the address's share.
+            let held: Held = Arc::new((permit, address_slot, sockets_open));
+            let connection_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
-                let services = services.clone();
+                let (services, held) = (services.clone(), held.clone());
                 let slot = match request.body().is_end_stream() {
                     true => Ok(None),
                     false => slots.take(peer.ip()).map(Some).ok_or(()),
@@ -284,11 +293,20 @@ pub async fn serve(
                 let request =
                     slot.map(|slot| request.map(|body| GuardedBody::new(body, body_timeout, slot)));
                 async move {
-                    let Ok(request) = request else {
+                    let Ok(mut request) = request else {
                         return Ok::<_, Infallible>(too_many_bodies(peer));
                     };
                     if request.method() == http::Method::GET {
-                        return Ok::<_, Infallible>(services.handle(request, peer, account).await);
+                        // Taken before the handler sees the request: its answer may be a 101.
+                        let pending = request
+                            .headers()
+                            .contains_key(http::header::UPGRADE)
+                            .then(|| hyper::upgrade::on(&mut request));
+                        let mut response = services.handle(request, peer, account).await;
+                        if let Some(pending) = pending {
+                            spawn_voice_socket(&mut response, pending, held);
+                        }
+                        return Ok::<_, Infallible>(response);
                     }
                     // A handler that may write runs to completion even when its client goes
                     // away, so a committed write also finishes what follows it. Reads need not.
@@ -304,21 +322,53 @@ pub async fn serve(
             if let Err(error) = watcher.watch(connection.into_owned()).await {
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
-            drop((permit, address_slot));
+            drop(connection_held);
         });
     }
 
     drop(listener);
     tracing::info!("shutting down: finishing in-flight requests");
     if let Some(runtime) = &services.runtime {
-        // Event streams never end by themselves; end them so connections can close.
+        // Event streams never end by themselves; end them so connections can close. Voice
+        // sockets get a close frame (1001).
         runtime.shutdown();
     }
+    drop(sockets_open);
+    let drained = async {
+        tokio::join!(graceful.shutdown(), sockets_closed.recv());
+    };
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("all connections closed"),
+        () = drained => tracing::info!("all connections closed"),
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
     }
     Ok(())
+}
+
+/// What a connection holds while it is served, and a voice socket upgraded from it while it
+/// is open: its global slot, its address's slot, and a sender that shutdown waits on.
+type Held = Arc<(OwnedSemaphorePermit, Option<OwnedSemaphorePermit>, mpsc::Sender<()>)>;
+
+/// Serves the voice socket a `101 Switching Protocols` answer carries, once hyper hands the
+/// connection over; the socket holds `held` until it closes. Any other answer is left alone
+/// (the pending upgrade is dropped with it).
+fn spawn_voice_socket(
+    response: &mut Response<ResponseBody>,
+    pending: hyper::upgrade::OnUpgrade,
+    held: Held,
+) {
+    if response.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+        return;
+    }
+    let Some(upgrade) = response.extensions_mut().remove::<VoiceUpgrade>() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let _held = held;
+        match pending.await {
+            Ok(upgraded) => upgrade.serve(TokioIo::new(upgraded)).await,
+            Err(error) => tracing::debug!(%error, "a voice socket's upgrade failed"),
+        }
+    });
 }
 
 /// The answer to a request whose address is sending too many bodies at once.

@@ -1,6 +1,7 @@
 //! The daemon's OpenAPI document: the memory API's, with the conversation runtime's routes
 //! nested under [`RUNTIME_BASE_PATH`], each marked with the access the daemon's
-//! [`MemoryAuthorize`](crate::MemoryAuthorize) hook gives it. Served at `GET /openapi.json`
+//! [`MemoryAuthorize`](crate::MemoryAuthorize) hook gives it (all but the voice socket, which
+//! its token authorizes). Served at `GET /openapi.json`
 //! and committed as `docs/openapi.json`.
 
 use std::sync::LazyLock;
@@ -24,11 +25,13 @@ pub fn document() -> OpenApi {
              `{\"error\": {\"code\", \"message\", \"status\"}}`.",
         ))
         .build();
+    // The voice socket is authorized by its token alone, not by `MemoryAuthorize`.
+    let socket = format!("{RUNTIME_BASE_PATH}/voice/socket");
     let runtime_routes: Vec<(String, Vec<Method>)> = document
         .paths
         .paths
         .iter()
-        .filter(|(path, _)| path.starts_with(RUNTIME_BASE_PATH))
+        .filter(|(path, _)| path.starts_with(RUNTIME_BASE_PATH) && **path != socket)
         .map(|(path, item)| {
             let methods = [(Method::GET, item.get.is_some()), (Method::POST, item.post.is_some())];
             let methods = methods.into_iter().filter(|(_, has)| *has).map(|(method, _)| method);
@@ -88,5 +91,8 @@ mod tests {
         assert!(stream["description"].as_str().unwrap().contains("Role: `read`"));
         assert!(stream["responses"]["200"]["content"]["text/event-stream"].is_object());
         assert!(paths.contains_key("/api/memories"));
+        let socket = &paths["/api/runtime/voice/socket"]["get"];
+        assert!(socket["security"].is_null(), "the socket's token is its credential");
+        assert!(socket["responses"]["101"].is_object());
     }
 }

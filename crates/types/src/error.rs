@@ -6,6 +6,9 @@ use utoipa::ToSchema;
 /// Machine-readable error codes, each tied to one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
+    /// The request is not one the route can take at the protocol level, e.g. a WebSocket
+    /// handshake that is incomplete or asks for another subprotocol.
+    BadRequest,
     Unauthorized,
     Forbidden,
     NotFound,
@@ -30,6 +33,7 @@ pub enum ErrorCode {
 impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorCode::BadRequest => "BAD_REQUEST",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::NotFound => "NOT_FOUND",
@@ -55,6 +59,7 @@ impl ErrorCode {
     /// The HTTP status code that goes with this error code.
     pub fn status(self) -> u16 {
         match self {
+            ErrorCode::BadRequest => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound
@@ -89,7 +94,8 @@ pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
     /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
     /// `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`; the runtime adds `CONVERSATION_NOT_FOUND`,
-    /// `PROMPT_NOT_FOUND`, `CONVERSATION_CLOSED` and `CAPABILITY_NOT_SUPPORTED`.
+    /// `PROMPT_NOT_FOUND`, `CONVERSATION_CLOSED`, `CAPABILITY_NOT_SUPPORTED` and, for the voice
+    /// socket's handshake, `BAD_REQUEST`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,
     #[schema(
