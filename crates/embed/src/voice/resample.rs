@@ -61,7 +61,7 @@ pub fn resample(samples: &[f32], from_hz: u32, to_hz: u32) -> Vec<f32> {
         .collect();
 
     let count = (samples.len() as u64 * up / down) as usize;
-    let input = |i: i64| usize::try_from(i).ok().and_then(|i| samples.get(i)).copied();
+    let len = samples.len() as i64;
     (0..count as u64)
         .map(|j| {
             let position = j * down;
@@ -73,11 +73,15 @@ pub fn resample(samples: &[f32], from_hz: u32, to_hz: u32) -> Vec<f32> {
                 phase = 0;
             }
             let taps = &bank[phase as usize];
+            // The taps that fall inside the input; beyond its ends the signal is silence.
             let start = base + 1 - reach;
-            taps.iter()
-                .enumerate()
-                .filter_map(|(k, tap)| input(start + k as i64).map(|sample| tap * sample))
-                .sum()
+            let (first, last) = (start.max(0), (start + taps.len() as i64).min(len));
+            if first >= last {
+                return 0.0;
+            }
+            let taps = &taps[(first - start) as usize..(last - start) as usize];
+            let inputs = &samples[first as usize..last as usize];
+            taps.iter().zip(inputs).map(|(tap, sample)| tap * sample).sum()
         })
         .collect()
 }

@@ -91,7 +91,8 @@ impl std::fmt::Debug for Whisper {
 
 impl Whisper {
     /// Loads `model.safetensors`, `config.json` and `tokenizer.json` from `dir` (see
-    /// [`crate::fetch_voice_model`] and [`crate::voice_model_dir`]). Takes about a second.
+    /// [`crate::fetch_voice_model`] and [`crate::voice_model_dir`]): about 0.3 s, and 200 MB
+    /// of memory (the weights as f32).
     pub fn load(dir: &Path) -> Result<Whisper, String> {
         let device = Device::Cpu;
         let config_path = dir.join("config.json");
