@@ -308,12 +308,14 @@ pub(crate) fn convert<'a>(
         return Err(format!("model.bin has tensors a Whisper model does not: {unused:?}"));
     }
 
-    let dims = |name: &str| variables.get(name).map(|variable| variable.shape.clone());
+    let shape = |name: &str, rank: usize| {
+        variables.get(name).map(|variable| variable.shape.clone()).filter(|s| s.len() == rank)
+    };
     let (Some(embeddings), Some(conv1), Some(encoder_positions), Some(decoder_positions)) = (
-        dims("decoder/embeddings/weight"),
-        dims("encoder/conv1/weight"),
-        dims("encoder/position_encodings/encodings"),
-        dims("decoder/position_encodings/encodings"),
+        shape("decoder/embeddings/weight", 2),
+        shape("encoder/conv1/weight", 3),
+        shape("encoder/position_encodings/encodings", 2),
+        shape("decoder/position_encodings/encodings", 2),
     ) else {
         return Err("model.bin lacks the embeddings, conv1 or position encodings".into());
     };

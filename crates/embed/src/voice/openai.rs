@@ -390,10 +390,14 @@ mod tests {
     fn the_providers_errors_stay_in_the_log() {
         let secret = br#"{"error": {"message": "Incorrect API key provided: sk-s3cret"}}"#.to_vec();
         let (url, server) = provider("401 Unauthorized", "application/json", secret.clone());
-        let err = OpenAiTranscriber::new(&url, "whisper-1", Some("sk-s3cret".into()))
-            .transcribe(&[0; 240])
-            .unwrap_err();
-        assert_eq!(err, "speech to text failed: the provider answered HTTP 401");
+        let transcriber = OpenAiTranscriber::new(&url, "whisper-1", Some("sk-s3cret".into()));
+        let (result, logged) = logs(|| transcriber.transcribe(&[0; 240]));
+        assert_eq!(result.unwrap_err(), "speech to text failed: the provider answered HTTP 401");
+        // The provider's own words are in the log, for the operator.
+        assert!(
+            logged.contains("Incorrect API key provided") && logged.contains("401"),
+            "{logged}"
+        );
         server.join().unwrap();
 
         let (url, server) = provider("500 Internal Server Error", "application/json", secret);
@@ -420,6 +424,49 @@ mod tests {
         .synthesize("hi")
         .unwrap_err();
         assert_eq!(err, "text to speech failed: the provider cannot be reached");
+    }
+
+    /// Runs `f`, returning its result and the events it logged on this thread, one a line.
+    fn logs<T>(f: impl FnOnce() -> T) -> (T, String) {
+        use std::sync::{Arc, Mutex};
+        use tracing::field::{Field, Visit};
+
+        #[derive(Default)]
+        struct Collector(Arc<Mutex<String>>);
+
+        struct Line<'a>(&'a mut String);
+
+        impl Visit for Line<'_> {
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!(" {}={value:?}", field.name()));
+            }
+        }
+
+        impl tracing::Subscriber for Collector {
+            fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+                true
+            }
+            fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+                tracing::span::Id::from_u64(1)
+            }
+            fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+            fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+            fn event(&self, event: &tracing::Event<'_>) {
+                let mut line = String::new();
+                event.record(&mut Line(&mut line));
+                let mut log = self.0.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+            fn enter(&self, _: &tracing::span::Id) {}
+            fn exit(&self, _: &tracing::span::Id) {}
+        }
+
+        let collector = Collector::default();
+        let log = collector.0.clone();
+        let result = tracing::subscriber::with_default(collector, f);
+        let logged = log.lock().unwrap().clone();
+        (result, logged)
     }
 
     #[test]
