@@ -21,6 +21,7 @@ pub mod journey;
 pub mod llm;
 mod runtime;
 pub mod support;
+pub mod voice;
 
 pub use crate::events::{bundled_events, journey_events_for};
 pub use crate::runtime::{DefaultRuntime, RuntimeConfig};

@@ -18,6 +18,7 @@ pub enum IdPrefix {
     ConversationToken,
     ChannelSegment,
     VoiceConnection,
+    Response,
 }
 
 impl IdPrefix {
@@ -38,6 +39,7 @@ impl IdPrefix {
             IdPrefix::ConversationToken => "tok",
             IdPrefix::ChannelSegment => "seg",
             IdPrefix::VoiceConnection => "vc",
+            IdPrefix::Response => "resp",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! other processes writing the same file keep the log gapless too.
 
 mod turn;
+mod voice;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,7 @@ use self::turn::{Input, TurnOutput, message_data};
 use crate::journey::{Agent, Definitions, Trigger};
 use crate::llm::{ChatClient, ChatConfig, ChatMessage};
 use crate::support::shorten;
+use crate::voice::VoiceConfig;
 
 const DEFAULT_LIST_LIMIT: u32 = 50;
 const MAX_LIST_LIMIT: u32 = 200;
@@ -53,6 +55,8 @@ pub struct RuntimeConfig {
     pub chat: Option<ChatConfig>,
     /// How many memories an answer draws on.
     pub answer_limit: u32,
+    /// Speech and turn-taking for voice conversations.
+    pub voice: VoiceConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -62,12 +66,20 @@ impl Default for RuntimeConfig {
             default_agent_id: None,
             chat: None,
             answer_limit: 3,
+            voice: VoiceConfig::default(),
         }
     }
 }
 
-/// The default [`Runtime`].
+/// The default [`Runtime`]. Cheap to clone: clones share everything (a voice session keeps
+/// one for as long as its socket is open).
+#[derive(Clone)]
 pub struct DefaultRuntime {
+    shared: Arc<Shared>,
+}
+
+/// What every clone of a [`DefaultRuntime`] shares.
+struct Shared {
     store: Arc<dyn ConversationStore>,
     engine: Option<Engine>,
     definitions: Arc<Definitions>,
@@ -76,6 +88,7 @@ pub struct DefaultRuntime {
     answer_limit: u32,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     appended: Mutex<HashMap<String, watch::Sender<u64>>>,
+    voice: Arc<VoiceConfig>,
 }
 
 impl DefaultRuntime {
@@ -89,7 +102,7 @@ impl DefaultRuntime {
             .default_agent_id
             .or_else(|| config.definitions.default_agent_id().map(str::to_owned))
             .unwrap_or_else(|| "default".to_owned());
-        DefaultRuntime {
+        let shared = Shared {
             store,
             engine,
             definitions: config.definitions,
@@ -98,17 +111,19 @@ impl DefaultRuntime {
             answer_limit: config.answer_limit.max(1),
             locks: Mutex::new(HashMap::new()),
             appended: Mutex::new(HashMap::new()),
-        }
+            voice: Arc::new(config.voice),
+        };
+        DefaultRuntime { shared: Arc::new(shared) }
     }
 
     pub fn definitions(&self) -> &Definitions {
-        &self.definitions
+        &self.shared.definitions
     }
 
     /// Holds the conversation's step lock until the guard is dropped.
     async fn lock(&self, conversation_id: &str) -> StepGuard<'_> {
         let lock = {
-            let mut locks = self.locks.lock().expect("lock table poisoned");
+            let mut locks = self.shared.locks.lock().expect("lock table poisoned");
             locks.entry(conversation_id.to_owned()).or_default().clone()
         };
         let guard = lock.clone().lock_owned().await;
@@ -117,12 +132,14 @@ impl DefaultRuntime {
 
     async fn load(&self, conversation_id: &str) -> Result<(Conversation, Snapshot)> {
         let conversation = self
+            .shared
             .store
             .get_conversation(conversation_id)
             .await
             .map_err(RuntimeError::internal)?
             .ok_or_else(|| RuntimeError::ConversationNotFound(conversation_id.to_owned()))?;
         let snapshot = self
+            .shared
             .store
             .get_snapshot(conversation_id)
             .await
@@ -141,12 +158,12 @@ impl DefaultRuntime {
     }
 
     fn agent(&self, conversation: &Conversation) -> Option<&Agent> {
-        self.definitions.agent(&conversation.agent_id)
+        self.shared.definitions.agent(&conversation.agent_id)
     }
 
     /// Commits and tells event streams. A duplicate idempotency key is the caller's concern.
     async fn commit(&self, commit: Commit) -> Result<CommitOutcome> {
-        let outcome = self.store.commit(&commit).await.map_err(RuntimeError::internal)?;
+        let outcome = self.shared.store.commit(&commit).await.map_err(RuntimeError::internal)?;
         match &outcome {
             CommitOutcome::Committed { events, .. } => {
                 if let Some(last) = events.last() {
@@ -172,7 +189,7 @@ impl DefaultRuntime {
     }
 
     fn announce(&self, conversation_id: &str, next_offset: u64) {
-        let mut appended = self.appended.lock().expect("notification table poisoned");
+        let mut appended = self.shared.appended.lock().expect("notification table poisoned");
         if let Some(sender) = appended.get(conversation_id) {
             if sender.receiver_count() == 0 {
                 appended.remove(conversation_id);
@@ -188,7 +205,7 @@ impl DefaultRuntime {
             active_journey_id: out.journey.active_journey_id.clone(),
             active_state_ids: out.journey.active_state_ids.clone(),
             journey_context: Some(out.journey.context.clone()),
-            definition_hash: Some(self.definitions.hash().to_owned()),
+            definition_hash: Some(self.shared.definitions.hash().to_owned()),
             ..snapshot.clone()
         }
     }
@@ -221,7 +238,7 @@ impl DefaultRuntime {
     /// The newest messages of the conversation as the language model should see them: one
     /// bounded read of the newest [`HISTORY_READ`] messages, whatever the log's length.
     async fn history(&self, conversation_id: &str) -> Result<Vec<ChatMessage>> {
-        if self.chat.is_none() {
+        if self.shared.chat.is_none() {
             return Ok(Vec::new());
         }
         let range = EventRange::newest_of_kind("message", HISTORY_READ);
@@ -246,7 +263,7 @@ impl DefaultRuntime {
         conversation_id: &str,
         range: &EventRange,
     ) -> Result<Vec<RuntimeEvent>> {
-        self.store.read_events(conversation_id, range).await.map_err(RuntimeError::internal)
+        self.shared.store.read_events(conversation_id, range).await.map_err(RuntimeError::internal)
     }
 
     /// The extractive summary of the messages with offsets `from ..= to`: each as
@@ -289,6 +306,7 @@ impl DefaultRuntime {
             ..EventRange::default()
         };
         let message_count = self
+            .shared
             .store
             .count_events(conversation_id, &counted)
             .await
@@ -320,7 +338,7 @@ impl DefaultRuntime {
             return self.finish(commit, String::new(), snapshot.active_journey_id.clone()).await;
         }
         let mut history = self.history(&conversation.id).await?;
-        if self.chat.is_some() {
+        if self.shared.chat.is_some() {
             history.push(ChatMessage::user(text));
         }
         let agent = self.agent(conversation);
@@ -372,6 +390,7 @@ impl DefaultRuntime {
         }
         let (conversation, snapshot) = self.load(&record.conversation_id).await?;
         let events = self
+            .shared
             .store
             .events_between(&record.conversation_id, record.first_offset, record.end_offset)
             .await
@@ -398,8 +417,8 @@ impl DefaultRuntime {
             }
             None => new_id(IdPrefix::Conversation),
         };
-        let agent_id = input.agent_id.unwrap_or_else(|| self.default_agent_id.clone());
-        let defined: Vec<&str> = self.definitions.agent_ids().collect();
+        let agent_id = input.agent_id.unwrap_or_else(|| self.shared.default_agent_id.clone());
+        let defined: Vec<&str> = self.shared.definitions.agent_ids().collect();
         if !defined.is_empty() && !defined.contains(&agent_id.as_str()) {
             return Err(RuntimeError::Invalid(format!(
                 "agentId: no agent `{agent_id}` is defined (defined: {})",
@@ -417,7 +436,7 @@ impl DefaultRuntime {
             updated_at: now,
         };
         let mut snapshot = Snapshot::empty(&conversation);
-        snapshot.definition_hash = Some(self.definitions.hash().to_owned());
+        snapshot.definition_hash = Some(self.shared.definitions.hash().to_owned());
         let created = NewEvent {
             kind: "conversation.created".into(),
             data: json!({
@@ -427,6 +446,7 @@ impl DefaultRuntime {
             }),
         };
         let stored = self
+            .shared
             .store
             .create_conversation(&conversation, &snapshot, &[created])
             .await
@@ -489,7 +509,7 @@ struct StepGuard<'a> {
 
 impl Drop for StepGuard<'_> {
     fn drop(&mut self) {
-        let mut locks = self.runtime.locks.lock().expect("lock table poisoned");
+        let mut locks = self.runtime.shared.locks.lock().expect("lock table poisoned");
         // Held by the table, this guard's `lock` and the owned guard: nobody else.
         if Arc::strong_count(&self.lock) == 3 {
             locks.remove(&self.id);
@@ -641,6 +661,7 @@ impl Runtime for DefaultRuntime {
         limit: u32,
     ) -> Result<Vec<RuntimeEvent>> {
         let events = self
+            .shared
             .store
             .list_events(conversation_id, after_offset, limit)
             .await
@@ -653,7 +674,7 @@ impl Runtime for DefaultRuntime {
     }
 
     fn subscribe(&self, conversation_id: &str) -> Option<watch::Receiver<u64>> {
-        let mut appended = self.appended.lock().expect("notification table poisoned");
+        let mut appended = self.shared.appended.lock().expect("notification table poisoned");
         if appended.len() >= PRUNE_SUBSCRIPTIONS_AT {
             // Streams that ended (or asked about conversations that do not exist) leave
             // senders nobody listens to.
@@ -683,7 +704,7 @@ impl Runtime for DefaultRuntime {
             limit: limit + 1,
         };
         let mut conversations =
-            self.store.list_conversations(&query).await.map_err(RuntimeError::internal)?;
+            self.shared.store.list_conversations(&query).await.map_err(RuntimeError::internal)?;
         let more = conversations.len() > limit as usize;
         let (next_cursor, prev_cursor);
         if input.before.is_some() {
@@ -717,8 +738,12 @@ impl Runtime for DefaultRuntime {
             None => None,
         };
         if let Some(delivery) = &delivery
-            && let Some(record) =
-                self.store.find_idempotency(&delivery.key).await.map_err(RuntimeError::internal)?
+            && let Some(record) = self
+                .shared
+                .store
+                .find_idempotency(&delivery.key)
+                .await
+                .map_err(RuntimeError::internal)?
         {
             let repeated = self.repeat(&record, Some(delivery.fingerprint.clone())).await?;
             return Ok(channel_result(repeated, false));
@@ -728,7 +753,9 @@ impl Runtime for DefaultRuntime {
             .clone()
             .or_else(|| input.create_conversation.as_ref()?.id.clone());
         let existing = match &requested_id {
-            Some(id) => self.store.get_conversation(id).await.map_err(RuntimeError::internal)?,
+            Some(id) => {
+                self.shared.store.get_conversation(id).await.map_err(RuntimeError::internal)?
+            }
             None => None,
         };
         let (conversation_id, created) = match existing {
@@ -808,6 +835,7 @@ impl Runtime for DefaultRuntime {
         let _step = self.lock(&input.conversation_id).await;
         self.load(&input.conversation_id).await?;
         let found = self
+            .shared
             .store
             .get_event(&input.conversation_id, &input.event_id)
             .await
@@ -832,6 +860,7 @@ impl Runtime for DefaultRuntime {
         let _step = self.lock(&input.conversation_id).await;
         let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
         let prompt = self
+            .shared
             .store
             .get_prompt(&conversation.id, &input.prompt_id)
             .await
@@ -928,7 +957,7 @@ impl Runtime for DefaultRuntime {
         let _step = self.lock(&input.conversation_id).await;
         self.load_open(&input.conversation_id).await?;
         let max_words = input.max_words.unwrap_or(12) as usize;
-        let written = match (&self.chat, &input.purpose) {
+        let written = match (&self.shared.chat, &input.purpose) {
             (Some(chat), purpose) => {
                 let ask = format!(
                     "Write one short sentence (at most {max_words} words) telling the user you \
@@ -1042,10 +1071,30 @@ impl Runtime for DefaultRuntime {
         Ok(self.load(conversation_id).await?.1)
     }
 
+    async fn start_voice_conversation(
+        &self,
+        input: StartVoiceConversationInput,
+    ) -> Result<VoiceStartResult> {
+        self.start_voice_conversation_impl(input).await
+    }
+
+    async fn start_voice_segment(
+        &self,
+        conversation_id: &str,
+        input: StartVoiceSegmentInput,
+    ) -> Result<VoiceStartResult> {
+        self.start_voice_segment_impl(conversation_id, input).await
+    }
+
+    async fn open_voice_socket(&self, token: &str) -> Result<Box<dyn VoiceSession>> {
+        Ok(Box::new(self.open_voice_session(token).await?))
+    }
+
     async fn replay_conversation(&self, input: ReplayInput) -> Result<ReplayResult> {
         let (conversation, snapshot) = self.load(&input.conversation_id).await?;
         // One more than the page says whether another page follows.
         let mut events = self
+            .shared
             .store
             .list_events(&conversation.id, input.after_offset, input.limit.saturating_add(1))
             .await
@@ -1053,7 +1102,7 @@ impl Runtime for DefaultRuntime {
         let more = events.len() > input.limit as usize;
         events.truncate(input.limit as usize);
         let next_after_offset = events.last().filter(|_| more).map(|event| event.offset);
-        let messages = events
+        let mut messages: Vec<ReplayMessage> = events
             .iter()
             .filter(|event| event.kind == "message")
             .filter_map(|event| {
@@ -1069,9 +1118,19 @@ impl Runtime for DefaultRuntime {
                 })
             })
             .collect();
+        // A spoken reply the caller stopped after it was recorded keeps what they heard.
+        for truncation in events.iter().filter(|event| event.kind == "message.truncated") {
+            let id = truncation.data["messageId"].as_str().unwrap_or_default();
+            if let Some(message) = messages.iter_mut().find(|message| message.id == id) {
+                message.text = truncation.data["text"].as_str().unwrap_or_default().to_owned();
+                message.aborted = true;
+                message.reason = Some("truncated".to_owned());
+            }
+        }
         // Open prompts are the conversation's state, not a page of its log: every prompt
         // still open that was opened after `afterOffset`, at most a page of them.
         let open_prompts = self
+            .shared
             .store
             .open_prompts(&conversation.id, input.after_offset, None, MAX_EVENT_PAGE)
             .await

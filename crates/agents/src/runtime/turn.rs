@@ -168,7 +168,7 @@ impl DefaultRuntime {
                 .unwrap_or_else(|| "I don't know that yet.".to_owned())
         };
         let mut data = message_data("assistant", "");
-        let text = match &self.chat {
+        let text = match &self.shared.chat {
             Some(chat) => {
                 let label = "Writing the reply";
                 let id = out.activity("response", label, None);
@@ -289,7 +289,7 @@ impl DefaultRuntime {
         input: &Value,
     ) -> Result<Value, String> {
         let conversation_id = reader.conversation_id;
-        let engine = self.engine.as_ref().ok_or("no memory engine is configured")?;
+        let engine = self.shared.engine.as_ref().ok_or("no memory engine is configured")?;
         match name {
             "memory.search" => {
                 let query = input["query"].as_str().ok_or("input.query: a string is required")?;
@@ -352,14 +352,14 @@ impl DefaultRuntime {
         question: &str,
         out: &mut TurnOutput,
     ) -> Vec<SupportReference> {
-        let Some(engine) = &self.engine else {
+        let Some(engine) = &self.shared.engine else {
             return Vec::new();
         };
         let label = "Looking through memory";
         let id = out.activity("knowledge", label, None);
         let query = SearchQuery {
             q: Some(question.to_owned()),
-            limit: Some(self.answer_limit),
+            limit: Some(self.shared.answer_limit),
             ..SearchQuery::default()
         };
         let found = engine.search_as(query, &reader.owners, |memory| reader.may_share(memory));
