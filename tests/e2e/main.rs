@@ -16,3 +16,4 @@ mod runtime;
 mod system;
 mod trust;
 mod util;
+mod voice;

@@ -465,16 +465,19 @@ async fn messages_get_replies_and_questions_are_answered_from_memory() {
         .await
         .assert_error(409, "CONVERSATION_CLOSED");
 
-    // Routes the runtime does not serve, and the voice capability it lacks.
+    // Routes the runtime does not serve.
     daemon.get(&path("/nowhere")).await.assert_error(404, "NOT_FOUND");
     let wrong_method = daemon.get(&conversation_path(&id, "/messages")).await;
     assert_eq!(wrong_method.status, 405, "{wrong_method:?}");
-    let voice = daemon.post(&path("/voice/conversations"), json!({})).await;
-    voice.assert_error(501, "CAPABILITY_NOT_SUPPORTED");
+    // A closed conversation takes no voice segment; an unknown one is not found.
     daemon
         .post(&conversation_path(&id, "/voice-segments"), json!({}))
         .await
-        .assert_error(501, "CAPABILITY_NOT_SUPPORTED");
+        .assert_error(409, "CONVERSATION_CLOSED");
+    daemon
+        .post(&conversation_path("conv_nope", "/voice-segments"), json!({}))
+        .await
+        .assert_error(404, "CONVERSATION_NOT_FOUND");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ mod keys;
 mod memories;
 mod model;
 mod serve;
+mod voice;
 
 use std::process::ExitCode;
 

@@ -113,6 +113,8 @@ pub(crate) struct RuntimeArgs {
     /// Show the cause of internal errors in 500 responses (for development).
     #[arg(long, env = "SERVICE_EXPOSE_INTERNAL_ERRORS")]
     expose_internal_errors: bool,
+    #[command(flatten)]
+    voice: crate::voice::VoiceArgs,
 }
 
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -153,7 +155,9 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..ApiConfig::default()
     };
     let memory = MemoryApi::new(engine.clone(), config);
-    let runtime = runtime_handler(&args.runtime, store.clone(), engine.clone(), memory.clone())?;
+    let data_dir = database.parent().unwrap_or(&database).to_owned();
+    let runtime =
+        runtime_handler(&args.runtime, store.clone(), engine.clone(), memory.clone(), &data_dir)?;
     let address = SocketAddr::new(args.host, args.port);
     let listener =
         TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
@@ -199,6 +203,7 @@ fn runtime_handler(
     store: Arc<cairn_store_sqlite::SqliteStore>,
     engine: Engine,
     memory: MemoryApi,
+    data_dir: &std::path::Path,
 ) -> anyhow::Result<cairn_runtime::RuntimeHandler> {
     use cairn_agents::journey::Definitions;
     use cairn_agents::{DefaultRuntime, RuntimeConfig};
@@ -231,8 +236,12 @@ fn runtime_handler(
         "conversation runtime ready at {}",
         cairn_server::RUNTIME_BASE_PATH
     );
-    let config =
-        RuntimeConfig { definitions: Arc::new(definitions), chat, ..RuntimeConfig::default() };
+    let config = RuntimeConfig {
+        definitions: Arc::new(definitions),
+        chat,
+        voice: args.voice.config(data_dir)?,
+        ..RuntimeConfig::default()
+    };
     let runtime = DefaultRuntime::new(store, Some(engine), config);
     let mut options = HandlerOptions::new(Arc::new(runtime))
         .base_path(cairn_server::RUNTIME_BASE_PATH)
@@ -244,6 +253,11 @@ fn runtime_handler(
         .journey_events(journey_events)
         .expose_internal_errors(args.expose_internal_errors)
         .sse_poll_interval(std::time::Duration::from_millis(args.sse_poll_interval_ms));
+    let mut handshake = cairn_runtime::VoiceHandshake::new();
+    if let Some(url) = &args.voice.voice_public_url {
+        handshake = handshake.public_url(url.clone());
+    }
+    options = options.voice(handshake);
     if !args.cors_origins.is_empty() {
         options = options.cors(Cors::Explicit(CorsOptions::new(args.cors_origins.clone())));
     }

@@ -33,6 +33,10 @@ pub trait SpeechToText: Send + Sync + 'static {
     /// What recognises speech, for `session.created` (e.g. `whisper-tiny.en`).
     fn model(&self) -> &str;
 
+    /// Gets ready to listen (loads a model), so the first turn does not wait for it.
+    /// Called when a voice socket opens.
+    async fn warm_up(&self) {}
+
     /// The text of `audio` (pcm16, mono, 24 kHz); empty when nothing was said.
     async fn transcribe(&self, audio: Vec<i16>) -> Result<String, SpeechError>;
 }

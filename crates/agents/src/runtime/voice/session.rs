@@ -177,6 +177,9 @@ impl Loop {
     }
 
     async fn run(mut self, mut events: mpsc::Receiver<VoiceClientEvent>) {
+        if let Some(speech_to_text) = self.config.speech_to_text.clone() {
+            tokio::spawn(async move { speech_to_text.warm_up().await });
+        }
         self.emit(server_event("session.created", json!({ "session": self.session_json() }))).await;
         while let Some(event) = events.recv().await {
             self.handle(event).await;

@@ -1,0 +1,230 @@
+//! Voice over the real daemon: a voice conversation started over HTTP, real speech made by
+//! espeak-ng sent over a real WebSocket, transcribed by Whisper tiny.en (installed with
+//! `cairn model fetch --voice`), answered, spoken back and cut short by a barge-in.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::util::{Daemon, run_cairn};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A daemon with the Whisper model installed in its data directory.
+fn daemon_with_speech() -> (tempfile::TempDir, Daemon) {
+    let directory = tempfile::tempdir().unwrap();
+    let fetched = run_cairn(directory.path(), "model", &["fetch", "--voice"], &[]);
+    assert!(fetched.status.success(), "{}", String::from_utf8_lossy(&fetched.stderr));
+    let daemon = Daemon::start_in(directory.path());
+    (directory, daemon)
+}
+
+async fn start(daemon: &Daemon) -> Value {
+    let started = daemon.post("/api/runtime/voice/conversations", json!({})).await;
+    assert_eq!(started.status, 201, "{started:?}");
+    started.body
+}
+
+async fn connect(url: &str) -> Result<Socket, tokio_tungstenite::tungstenite::Error> {
+    let mut request = url.into_client_request().unwrap();
+    request.headers_mut().insert("sec-websocket-protocol", "service.voice.v1".parse().unwrap());
+    Ok(tokio_tungstenite::connect_async(request).await?.0)
+}
+
+async fn send(socket: &mut Socket, event: Value) {
+    socket.send(Message::text(event.to_string())).await.unwrap();
+}
+
+/// The next server event, within a minute.
+async fn next(socket: &mut Socket) -> Value {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(60), socket.next())
+            .await
+            .expect("a server event within a minute")
+            .expect("the socket is open")
+            .unwrap();
+        if let Message::Text(text) = message {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+/// Reads events until one of type `kind`, returning it and every event before it.
+async fn until(socket: &mut Socket, kind: &str) -> (Value, Vec<Value>) {
+    let mut seen = Vec::new();
+    loop {
+        let event = next(socket).await;
+        if event["type"] == kind {
+            return (event, seen);
+        }
+        seen.push(event);
+    }
+}
+
+/// Real speech: espeak-ng's voice, as pcm16 at 24 kHz.
+fn speech(text: &str) -> Vec<i16> {
+    let espeak = cairn_embed::Espeak::detect().expect("espeak-ng is installed");
+    espeak.synthesize(text).unwrap()
+}
+
+/// Sends audio as a browser would, in 100 ms appends, followed by `silence_ms` of silence.
+async fn say(socket: &mut Socket, audio: &[i16], silence_ms: usize) {
+    let mut audio = audio.to_vec();
+    audio.extend(vec![0i16; silence_ms * 24]);
+    for chunk in audio.chunks(2400) {
+        let audio = cairn_agents::voice::encode_pcm16(chunk);
+        send(socket, json!({"type": "input_audio_buffer.append", "audio": audio})).await;
+    }
+}
+
+#[tokio::test]
+async fn a_spoken_request_is_transcribed_answered_spoken_and_cut_by_a_barge_in() {
+    let (_directory, daemon) = daemon_with_speech();
+    let started = start(&daemon).await;
+    let conversation_id = started["conversation"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(started["channelSegment"]["channel"], "voice");
+    assert_eq!(started["connection"]["status"], "pending");
+    assert_eq!(started["socket"]["protocol"], "service.voice.v1");
+    let url = started["socket"]["url"].as_str().unwrap().to_owned();
+    assert!(url.starts_with("ws://") && url.contains("token=vst_"), "{url}");
+
+    let mut socket = connect(&url).await.unwrap();
+    let created = next(&mut socket).await;
+    assert_eq!(created["type"], "session.created", "{created}");
+    assert_eq!(created["session"]["input_audio_transcription"]["model"], "whisper-tiny.en");
+
+    // The token was single-use.
+    let reused = connect(&url).await.unwrap_err().to_string();
+    assert!(reused.contains("401"), "{reused}");
+
+    // A bad frame gets an error, and the socket carries on.
+    send(&mut socket, json!({"type": "input_audio_buffer.append", "event_id": "bad_1"})).await;
+    let error = next(&mut socket).await;
+    assert_eq!(error["type"], "error", "{error}");
+    assert_eq!(error["error"]["event_id"], "bad_1");
+
+    // Speech, then silence: server VAD ends the turn by itself.
+    say(&mut socket, &speech("I would like to book a demo."), 1200).await;
+    let (transcribed, before) =
+        until(&mut socket, "conversation.item.input_audio_transcription.completed").await;
+    let kinds: Vec<&str> = before.iter().filter_map(|event| event["type"].as_str()).collect();
+    for kind in [
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "conversation.item.created",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    let transcript = transcribed["transcript"].as_str().unwrap().to_lowercase();
+    assert!(transcript.contains("demo"), "{transcript}");
+    let (first_audio, _) = until(&mut socket, "response.audio.delta").await;
+    let response_id = first_audio["response_id"].as_str().unwrap().to_owned();
+    assert!(first_audio["delta"].as_str().unwrap().len() > 100);
+
+    // The caller interrupts after hearing 300 ms of the reply.
+    send(
+        &mut socket,
+        json!({"type": "response.cancel", "response_id": response_id, "playedUntilMs": 300}),
+    )
+    .await;
+    let (done, _) = until(&mut socket, "response.done").await;
+    assert_eq!(done["response"]["status"], "cancelled", "{done}");
+    let heard = done["response"]["output"][0]["content"][0]["transcript"].as_str().unwrap();
+
+    // The log holds the voice turn and the reply as heard; replay marks it aborted.
+    let replay = daemon.get(&format!("/api/runtime/conversations/{conversation_id}/replay")).await;
+    assert_eq!(replay.status, 200, "{replay:?}");
+    let messages = replay.body["messages"].as_array().unwrap();
+    let user = messages.iter().find(|message| message["role"] == "user").unwrap();
+    assert!(user["text"].as_str().unwrap().to_lowercase().contains("demo"), "{user}");
+    let reply = messages.iter().rev().find(|message| message["role"] == "assistant").unwrap();
+    assert_eq!(reply["aborted"], true, "{reply}");
+    assert_eq!(reply["text"], heard);
+    let events = replay.body["events"].as_array().unwrap();
+    let voice_turn = events
+        .iter()
+        .find(|event| event["type"] == "message" && event["data"]["role"] == "user")
+        .unwrap();
+    assert_eq!(voice_turn["data"]["nature"], "voice-turn", "{voice_turn}");
+    assert!(events.iter().any(|event| event["type"] == "voice.segment.started"));
+
+    // Closing the socket ends the segment, in the log.
+    socket.close(None).await.unwrap();
+    let mut ended = false;
+    for _ in 0..100 {
+        let events =
+            daemon.get(&format!("/api/runtime/conversations/{conversation_id}/events")).await;
+        ended = events.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|event| event["type"] == "voice.segment.ended");
+        if ended {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ended, "the segment's end is recorded");
+}
+
+#[tokio::test]
+async fn without_speech_models_voice_starts_and_says_how_to_install_them() {
+    let daemon = Daemon::start();
+    let started = start(&daemon).await;
+    let mut socket = connect(started["socket"]["url"].as_str().unwrap()).await.unwrap();
+    let created = next(&mut socket).await;
+    assert_eq!(created["type"], "session.created");
+    let warnings = created["session"]["warnings"].to_string();
+    assert!(warnings.contains("cairn model fetch --voice"), "{warnings}");
+    let silence = cairn_agents::voice::encode_pcm16(&[0; 2400]);
+    send(
+        &mut socket,
+        json!({"type": "input_audio_buffer.append", "audio": silence, "event_id": "a1"}),
+    )
+    .await;
+    let error = next(&mut socket).await;
+    assert_eq!(error["error"]["code"], "speech_recognition_unavailable", "{error}");
+    assert_eq!(error["error"]["event_id"], "a1");
+    assert!(error["error"]["message"].as_str().unwrap().contains("cairn model fetch --voice"));
+}
+
+#[tokio::test]
+async fn wrong_and_expired_tokens_are_refused_before_the_upgrade() {
+    let daemon = Daemon::start_with(&["--voice-token-ttl", "1ms"], &[]);
+    let started = start(&daemon).await;
+    let url = started["socket"]["url"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let expired = connect(&url).await.unwrap_err().to_string();
+    assert!(expired.contains("401"), "{expired}");
+    let (base, _) = url.split_once("token=").unwrap();
+    let wrong = connect(&format!("{base}token=vst_{}", "0".repeat(64))).await.unwrap_err();
+    assert!(wrong.to_string().contains("401"), "{wrong}");
+}
+
+#[tokio::test]
+async fn a_hundred_open_sockets_stay_healthy() {
+    let daemon = Daemon::start();
+    let mut sockets = Vec::new();
+    for _ in 0..100 {
+        let started = start(&daemon).await;
+        let mut socket = connect(started["socket"]["url"].as_str().unwrap()).await.unwrap();
+        assert_eq!(next(&mut socket).await["type"], "session.created");
+        sockets.push(socket);
+    }
+    let health = daemon.get("/api/health").await;
+    assert_eq!(health.status, 200, "{health:?}");
+    for socket in &mut sockets {
+        send(socket, json!({"type": "session.update", "session": {"turn_detection": null}})).await;
+    }
+    for socket in &mut sockets {
+        let updated = next(socket).await;
+        assert_eq!(updated["type"], "session.updated", "{updated}");
+        assert!(updated["session"]["turn_detection"].is_null());
+    }
+}
