@@ -132,21 +132,6 @@ impl Detector {
 mod tests {
     use super::*;
 
-    /// A vowel-like sound: a 140 Hz voice with harmonics, which earshot takes for speech.
-    fn voiced(ms: u64) -> Vec<i16> {
-        let samples = ms * 24;
-        (0..samples)
-            .map(|n| {
-                let t = n as f32 / 24_000.0;
-                let tone: f32 = (1..12)
-                    .map(|h| (2.0 * std::f32::consts::PI * 140.0 * h as f32 * t).sin() / h as f32)
-                    .sum();
-                let envelope = 0.5 + 0.5 * (2.0 * std::f32::consts::PI * 4.0 * t).sin().abs();
-                (tone * envelope * 6000.0) as i16
-            })
-            .collect()
-    }
-
     fn silence(ms: u64) -> Vec<i16> {
         vec![0; (ms * 24) as usize]
     }
