@@ -253,9 +253,16 @@ async fn runtime_operations_round_trip_through_the_client() {
         ChannelEventInput::provider_object("sms", "twilio", serde_json::json!({"sid": "SM1"}))
             .in_conversation(first.conversation.id.clone());
     client.record_provider_update(receipt).await.unwrap();
-    // Voice is not served yet: the client reports the service's answer as it is.
-    let voice = client.start_voice_conversation(&serde_json::json!({})).await.unwrap_err();
-    assert_eq!((voice.status(), voice.code()), (Some(501), Some("CAPABILITY_NOT_SUPPORTED")));
+    // Voice starts typed: the socket URL carries its single-use token.
+    let input = cairn_types::runtime::StartVoiceConversationInput::default();
+    let voice = client.start_voice_conversation(&input).await.unwrap();
+    assert!(voice.socket.url.ends_with(&format!("token={}", voice.socket.token)));
+    assert_eq!(voice.channel_segment.conversation_id, voice.conversation.id);
+    let segment = cairn_types::runtime::StartVoiceSegmentInput::default();
+    let again = client.start_voice_segment(&voice.conversation.id, &segment).await.unwrap();
+    assert_ne!(again.socket.token, voice.socket.token);
+    let missing = client.start_voice_segment("conv_nope", &segment).await.unwrap_err();
+    assert_eq!(missing.status(), Some(404));
 }
 
 /// A free port to start daemons on, so a restarted daemon is at the same URL.

@@ -118,18 +118,22 @@ impl Client {
         self.call(Method::POST, &path, None, Body::Json(input)).await
     }
 
-    /// startVoiceConversation: `agentId?`, `app?`, `client?`, `context?`, `id?`.
-    pub async fn start_voice_conversation(&self, input: &Value) -> Result<Value, Error> {
+    /// startVoiceConversation: a conversation on the `voice` channel, its first segment and
+    /// the socket to talk on (`socket.url` opens as it is, with `service.voice.v1`).
+    pub async fn start_voice_conversation(
+        &self,
+        input: &StartVoiceConversationInput,
+    ) -> Result<VoiceStartResult, Error> {
         let path = self.runtime_path("/voice/conversations");
         self.call(Method::POST, &path, None, Body::Json(input)).await
     }
 
-    /// startVoiceSegment: `app?`, `client?`.
+    /// startVoiceSegment: a new voice segment of a conversation, and its socket.
     pub async fn start_voice_segment(
         &self,
         conversation_id: &str,
-        input: &Value,
-    ) -> Result<Value, Error> {
+        input: &StartVoiceSegmentInput,
+    ) -> Result<VoiceStartResult, Error> {
         let path = self.conversation_path(conversation_id, "/voice-segments");
         self.call(Method::POST, &path, None, Body::Json(input)).await
     }
