@@ -503,14 +503,25 @@ impl ConversationStore for SqliteStore {
     async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>> {
         let text = text.to_lowercase();
         self.read(move |connection| {
+            // SQLite finds candidates; only whole words count, so "Ada" is not found in
+            // "Canada" or inside an id such as `msg_01kadab…`.
             let mut statement = connection
                 .prepare_cached(
-                    "SELECT DISTINCT conversation_id FROM runtime_events \
+                    "SELECT conversation_id, lower(data) FROM runtime_events \
                      WHERE instr(lower(data), ?1) > 0",
                 )
                 .map_err(sql)?;
-            let rows = statement.query_map([text], |row| row.get(0)).map_err(sql)?;
-            rows.map(|row| row.map_err(sql)).collect()
+            let rows = statement
+                .query_map([&text], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+                .map_err(sql)?;
+            let mut found: Vec<String> = Vec::new();
+            for row in rows {
+                let (conversation_id, data) = row.map_err(sql)?;
+                if !found.contains(&conversation_id) && mentions_word(&data, &text) {
+                    found.push(conversation_id);
+                }
+            }
+            Ok(found)
         })
         .await
     }
@@ -865,5 +876,29 @@ mod tests {
             panic!("the commit applies after reopening");
         };
         assert_eq!(events[0].offset, 3, "offsets go on where they stopped");
+    }
+}
+
+/// Whether `haystack` holds `word` with no letter, digit or `_` on either side.
+fn mentions_word(haystack: &str, word: &str) -> bool {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    haystack.match_indices(word).any(|(at, _)| {
+        let before = haystack[..at].chars().next_back();
+        let after = haystack[at + word.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+#[cfg(test)]
+mod mention_tests {
+    use super::mentions_word;
+
+    #[test]
+    fn only_whole_words_are_mentions() {
+        assert!(mentions_word(r#"{"text":"hi, i am ada."}"#, "ada"));
+        assert!(mentions_word("ada lovelace", "ada lovelace"));
+        assert!(!mentions_word(r#"{"text":"canada"}"#, "ada"));
+        assert!(!mentions_word(r#"{"messageid":"msg_01kadab3"}"#, "ada"));
+        assert!(!mentions_word("adam", "ada"));
     }
 }

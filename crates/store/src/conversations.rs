@@ -185,7 +185,8 @@ pub trait ConversationStore: Send + Sync {
     /// (`channel.type` and `channel.id`).
     async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>>;
 
-    /// The ids of conversations whose events mention `text` (case folded).
+    /// The ids of conversations whose events mention `text` (case folded) as a whole word:
+    /// not inside another word or an id.
     async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>>;
 
     async fn commit(&self, commit: &Commit) -> Result<CommitOutcome>;
