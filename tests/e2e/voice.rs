@@ -228,3 +228,32 @@ async fn a_hundred_open_sockets_stay_healthy() {
         assert!(updated["session"]["turn_detection"].is_null());
     }
 }
+
+#[tokio::test]
+async fn speaking_over_the_reply_stops_it_and_the_log_keeps_what_was_heard() {
+    let (_directory, daemon) = daemon_with_speech();
+    let started = start(&daemon).await;
+    let conversation_id = started["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut socket = connect(started["socket"]["url"].as_str().unwrap()).await.unwrap();
+    assert_eq!(next(&mut socket).await["type"], "session.created");
+
+    say(&mut socket, &speech("I would like to book a demo."), 1200).await;
+    let (first_audio, _) = until(&mut socket, "response.audio.delta").await;
+    let item_id = first_audio["item_id"].as_str().unwrap().to_owned();
+
+    // The caller speaks over the reply: server VAD hears it and the reply stops.
+    say(&mut socket, &speech("Actually, put me through to a person please."), 0).await;
+    let (done, before) = until(&mut socket, "response.done").await;
+    assert!(
+        before.iter().any(|event| event["type"] == "input_audio_buffer.speech_started"),
+        "{before:?}"
+    );
+    assert_eq!(done["response"]["status"], "cancelled", "{done}");
+    assert_eq!(done["response"]["status_details"]["reason"], "turn_detected", "{done}");
+
+    let replay = daemon.get(&format!("/api/runtime/conversations/{conversation_id}/replay")).await;
+    let messages = replay.body["messages"].as_array().unwrap();
+    let reply = messages.iter().find(|message| message["id"] == item_id.as_str()).unwrap();
+    assert_eq!(reply["aborted"], true, "{reply}");
+    assert_eq!(reply["reason"], "turn_detected", "{reply}");
+}
