@@ -350,9 +350,7 @@ impl DefaultRuntime {
         let mut commit = self.step_commit(&conversation.id, user_event, out, snapshot);
         Delivery::stamp(delivery, &mut commit);
         if handoff {
-            let data = json!({ "reason": "the user asked for a person", "from": "active" });
-            commit.events.push(NewEvent { kind: "conversation.handoff".into(), data });
-            commit.lifecycle = Some(Lifecycle::Handoff);
+            hand_off(&mut commit);
         }
         self.finish(commit, text, active_journey_id).await
     }
@@ -515,6 +513,13 @@ impl Drop for StepGuard<'_> {
             locks.remove(&self.id);
         }
     }
+}
+
+/// The user asked for a person: the step also hands the conversation over.
+fn hand_off(commit: &mut Commit) {
+    let data = json!({ "reason": "the user asked for a person", "from": "active" });
+    commit.events.push(NewEvent { kind: "conversation.handoff".into(), data });
+    commit.lifecycle = Some(Lifecycle::Handoff);
 }
 
 fn check_id(id: &str) -> Result<()> {

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 pub(crate) use self::session::Session;
 use super::turn::Input;
-use super::{DefaultRuntime, channel_data, with_message};
+use super::{DefaultRuntime, channel_data, hand_off, with_message};
 use cairn_runtime::{ChannelInput, CreateConversationInput, Result, RuntimeError};
 
 /// What socket tokens start with, so they are told apart from other credentials.
@@ -66,10 +66,9 @@ impl DefaultRuntime {
             channel: Some(ChannelInput::Name(VOICE_CHANNEL.to_owned())),
             context: input.context,
         };
-        let (_, mut created_events, _) = self.create(create).await?;
+        let (conversation, mut created_events, _) = self.create(create).await?;
         let segment = StartVoiceSegmentInput { app: input.app, client: input.client };
-        let conversation_id = created_events[0].conversation_id.clone();
-        let mut result = self.start_voice_segment_impl(&conversation_id, segment).await?;
+        let mut result = self.start_voice_segment_impl(&conversation.id, segment).await?;
         created_events.append(&mut result.events);
         result.events = created_events;
         Ok(result)
@@ -224,9 +223,7 @@ impl DefaultRuntime {
         let handoff = out.handoff;
         let mut commit = self.step_commit(conversation_id, user_event, out, &snapshot);
         if handoff {
-            let data = json!({ "reason": "the user asked for a person", "from": "active" });
-            commit.events.push(NewEvent { kind: "conversation.handoff".into(), data });
-            commit.lifecycle = Some(Lifecycle::Handoff);
+            hand_off(&mut commit);
         }
         let (_, events) = self.commit_step(commit).await?;
         Ok((events, reply))

@@ -186,7 +186,7 @@ impl Loop {
         }
         // The socket closed: what is playing was heard up to now; turns committed before
         // the close still go into the log.
-        self.cancel_active("socket_closed", None, None).await;
+        self.cancel_active("socket_closed", None, None);
         if let Some(pipeline) = self.pipeline.take() {
             let _ = pipeline.await;
         }
@@ -245,7 +245,7 @@ impl Loop {
                 }
                 let heard = played_until_ms.or(audio_end_ms).map(to_ms);
                 let reason = reason.unwrap_or_else(|| "client_cancelled".to_owned());
-                self.cancel_active(&reason, heard, None).await;
+                self.cancel_active(&reason, heard, None);
             }
             VoiceClientEvent::ConversationItemTruncate { item_id, audio_end_ms, .. } => {
                 self.truncate(item_id, audio_end_ms.map(to_ms), event_id).await;
@@ -330,7 +330,8 @@ impl Loop {
         // Server VAD: the buffer's last sample is the detector's clock.
         self.buffer.extend_from_slice(&samples);
         let vad_events = self.detector.push(&samples);
-        let buffer_end_ms = self.detector_clock_ms();
+        // The buffer ends where the detector's clock is.
+        let buffer_end_ms = self.detector.heard_ms();
         for vad_event in vad_events {
             match vad_event {
                 VadEvent::SpeechStarted { at_ms } => {
@@ -349,7 +350,7 @@ impl Loop {
                     ))
                     .await;
                     // Barge-in: the caller speaks over the reply.
-                    self.cancel_active("turn_detected", None, None).await;
+                    self.cancel_active("turn_detected", None, None);
                 }
                 VadEvent::SpeechStopped { at_ms } => {
                     let item = self.speech_item.take().unwrap_or_else(|| new_id(IdPrefix::Message));
@@ -377,11 +378,6 @@ impl Loop {
                 self.buffer.drain(..drop);
             }
         }
-    }
-
-    /// Milliseconds of audio the detector has heard, which is where the buffer ends.
-    fn detector_clock_ms(&self) -> u64 {
-        self.detector.heard_ms()
     }
 
     /// Ends the turn in the buffer: `committed`, the user item, and its task queued.
@@ -428,7 +424,7 @@ impl Loop {
     }
 
     /// Stops the newest turn's reply (at once if it is playing, before it starts if not).
-    async fn cancel_active(&mut self, reason: &str, heard_ms: Option<u64>, truncate: Option<u64>) {
+    fn cancel_active(&mut self, reason: &str, heard_ms: Option<u64>, truncate: Option<u64>) {
         if let Some(control) = &self.active {
             control.cancel.send_if_modified(|current| {
                 if current.is_some() {
@@ -453,18 +449,11 @@ impl Loop {
             .active
             .as_ref()
             .and_then(|control| control.response.lock().expect("response slot poisoned").clone());
-        match (&item_id, active) {
-            (None, Some(_)) => {
-                return self
-                    .cancel_active("truncated", Some(audio_end_ms), Some(audio_end_ms))
-                    .await;
-            }
-            (Some(item), Some((_, active_item))) if *item == active_item => {
-                return self
-                    .cancel_active("truncated", Some(audio_end_ms), Some(audio_end_ms))
-                    .await;
-            }
-            _ => {}
+        // The reply in progress, named or not, is cut as it plays.
+        if let Some((_, active_item)) = active
+            && item_id.as_ref().is_none_or(|item| *item == active_item)
+        {
+            return self.cancel_active("truncated", Some(audio_end_ms), Some(audio_end_ms));
         }
         let Some(item_id) = item_id else {
             return self
