@@ -453,7 +453,7 @@ async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
     use hyper::Method;
     let directory = tempfile::tempdir().unwrap();
     let server_key = create_key(directory.path(), "runtime");
-    let write_key = create_key(directory.path(), "write");
+    let read_key = create_key(directory.path(), "read");
     let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
     let call =
         async |method: Method, path: &str, credential: (&str, &str), body: serde_json::Value| {
@@ -475,14 +475,12 @@ async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
         .await
         .assert_error(403, "FORBIDDEN");
 
-    // A write key issues a token for one conversation.
-    let issued = call(
-        Method::POST,
-        "/api/conversation-tokens",
-        ("x-api-key", write_key.as_str()),
-        json!({"conversationId": mine, "ttlSeconds": 60}),
-    )
-    .await;
+    // The same key issues a token for one conversation (a read key cannot).
+    let mint = json!({"conversationId": mine, "ttlSeconds": 60});
+    call(Method::POST, "/api/conversation-tokens", ("x-api-key", read_key.as_str()), mint.clone())
+        .await
+        .assert_error(403, "FORBIDDEN");
+    let issued = call(Method::POST, "/api/conversation-tokens", as_server, mint.clone()).await;
     assert_eq!(issued.status, 201, "{issued:?}");
     let token = issued.body["token"].as_str().unwrap().to_owned();
     assert!(token.starts_with("cvt_"));
@@ -521,6 +519,10 @@ async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
         let refused = call(method.clone(), &path, as_browser, serde_json::Value::Null).await;
         refused.assert_error(403, "FORBIDDEN");
     }
+    // A token mints no tokens, not even for its own conversation.
+    call(Method::POST, "/api/conversation-tokens", as_browser, mint)
+        .await
+        .assert_error(403, "FORBIDDEN");
     let path = format!("/api/runtime/conversations/{theirs}/events/stream?token={token}");
     let other_stream = daemon.stream(Method::GET, &path, Body::None, &[]).await;
     assert_eq!(other_stream.status, 403);
@@ -530,7 +532,7 @@ async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
     let revoked = call(
         Method::DELETE,
         &format!("/api/conversation-tokens/{token_id}"),
-        ("x-api-key", write_key.as_str()),
+        as_server,
         serde_json::Value::Null,
     )
     .await;
@@ -548,7 +550,7 @@ async fn a_browser_holds_a_token_for_its_own_conversation_and_nothing_else() {
     let short = call(
         Method::POST,
         "/api/conversation-tokens",
-        ("x-api-key", write_key.as_str()),
+        as_server,
         json!({"conversationId": mine, "ttlSeconds": 1}),
     )
     .await;

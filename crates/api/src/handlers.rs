@@ -468,8 +468,8 @@ pub(crate) async fn erase(engine: &Engine, actor: &str, request: ErasureRequest)
 
 /// Opens one conversation to a browser: a short-lived token (`cvt_…`, shown once) that
 /// allows that conversation's runtime operations and its event stream, and nothing else.
-/// The server side of a chat widget, holding an API key, asks for it after creating the
-/// conversation.
+/// The server side of a chat widget asks for it after creating the conversation, with a
+/// `runtime` API key (which may call this too) or a `write` one; a conversation token cannot.
 #[utoipa::path(post, path = "/api/conversation-tokens", tag = "governance",
     request_body = ConversationTokenRequest,
     responses(
@@ -507,7 +507,7 @@ pub(crate) async fn create_conversation_token(
     Ok(json_response(StatusCode::CREATED, &created))
 }
 
-/// Revokes a conversation token at once.
+/// Revokes a conversation token at once (a `runtime` API key may call this too).
 #[utoipa::path(delete, path = "/api/conversation-tokens/{id}", tag = "governance",
     params(("id" = String, Path, description = "A token id (`tok_…`)")),
     responses(

@@ -106,7 +106,17 @@ impl MemoryApi {
             Ok(resolved) => resolved,
             Err(error) => return error.into_response(),
         };
-        let rate = match self.permit(&principal, operation.role(), operation.rate_class()) {
+        // The server side of a chat widget holds a `runtime` key and mints the browser's
+        // conversation tokens with it; a conversation token itself mints none.
+        let role = if operation.for_widget_servers()
+            && principal.role == Role::Runtime
+            && principal.conversation.is_none()
+        {
+            Role::Runtime
+        } else {
+            operation.role()
+        };
+        let rate = match self.permit(&principal, role, operation.rate_class()) {
             Ok(rate) => rate,
             Err(error) => return error.into_response(),
         };

@@ -82,6 +82,12 @@ impl Operation {
         }
     }
 
+    /// Whether a `runtime` API key may call it too, whatever [`Operation::role`] says: the
+    /// conversation tokens that the server side of a chat widget mints for its browsers.
+    pub fn for_widget_servers(self) -> bool {
+        matches!(self, Operation::CreateConversationToken | Operation::RevokeConversationToken)
+    }
+
     /// The rate-limit budget the operation spends.
     pub fn rate_class(self) -> RateClass {
         match self {
