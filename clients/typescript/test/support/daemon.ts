@@ -69,6 +69,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<Daemon> 
   const profile = options.profile ?? "solo";
   const ownsDataDir = options.dataDir === undefined;
   const dataDir = options.dataDir ?? freshDataDir();
+  // The production profile refuses to start without a key; this one checks its health.
+  const healthKey = profile === "production" ? createKey(dataDir, "read") : undefined;
   const args = [
     "serve",
     "--host", "127.0.0.1",
@@ -101,7 +103,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<Daemon> 
     });
   });
   const port = Number(new URL(url).port);
-  await waitForHealth(url, profile === "production" ? createKey(dataDir, "read") : undefined);
+  await waitForHealth(url, healthKey);
 
   let stopped: Promise<void> | undefined;
   const stop = () => (stopped ??= stopProcess(child));
