@@ -2,7 +2,7 @@
 // (messages, activities, widget prompts), idempotent by offset so replays, duplicates and
 // late re-deliveries change nothing.
 
-import type { MessageSegment, RuntimeEvent } from "./types.js";
+import type { ConversationLifecycle, MessageSegment, RuntimeEvent } from "./types.js";
 
 export type ChatMessageStatus = "failed" | "aborted" | "sending" | "streaming" | "sent";
 
@@ -49,8 +49,18 @@ export interface ChatEventReducerState {
   prompts: PromptState[];
   /** The highest offset applied; `-1` before any event. */
   lastOffset: number;
-  /** Whose message the conversation waits for: `assistant` after a user message. */
+  /**
+   * Whose message the conversation waits for: `assistant` after a user message or a
+   * submitted widget, until the assistant's reply (an intermediate message is not one);
+   * never while the conversation is handed off to a person or closed.
+   */
   pendingMessageRole?: "user" | "assistant";
+  /**
+   * The conversation's lifecycle as the events tell it (`active`, `handoff`, `closed`);
+   * absent until an event says. Not in the seed's table: a chat needs it to know the agent
+   * stays silent while a person has the conversation.
+   */
+  lifecycle?: ConversationLifecycle;
 }
 
 export type ChatActivityLabelKind = "response" | "widget" | "intent" | "extraction" | "action" | "tool" | "knowledge";
@@ -105,10 +115,14 @@ export function reduceChatRuntimeEvent(
       return applyPromptOpened(next, event, data);
     case "prompt.submitted":
       return applyPromptSubmitted(next, event, data);
+    case "conversation.created":
+    case "conversation.resumed":
+      return { ...next, lifecycle: "active" };
     case "conversation.handoff":
+      // Nobody answers in the agent's name until the conversation is resumed.
+      return { ...withoutPending(next), lifecycle: "handoff" };
     case "conversation.closed":
-      // Nobody will answer in the agent's name until the conversation is resumed.
-      return withoutPending(next);
+      return { ...withoutPending(next), lifecycle: "closed" };
     default:
       return next;
   }
@@ -148,7 +162,7 @@ function applyMessage(state: ChatEventReducerState, event: RuntimeEvent, data: R
     );
   }
   const next: ChatEventReducerState = { ...state, messages, prompts };
-  if (role === "user") return { ...next, pendingMessageRole: "assistant" };
+  if (role === "user") return awaitingAssistant(next);
   // An intermediate message (a preamble, a progress note) comes before the reply.
   return data.intermediate === true ? next : withoutPending(next);
 }
@@ -238,7 +252,12 @@ function applyPromptSubmitted(state: ChatEventReducerState, event: RuntimeEvent,
     });
   }
   // The agent answers a submitted widget.
-  return { ...state, prompts, pendingMessageRole: "assistant" };
+  return awaitingAssistant({ ...state, prompts });
+}
+
+function awaitingAssistant(state: ChatEventReducerState): ChatEventReducerState {
+  if (state.lifecycle === "handoff" || state.lifecycle === "closed") return withoutPending(state);
+  return { ...state, pendingMessageRole: "assistant" };
 }
 
 function withoutPending(state: ChatEventReducerState): ChatEventReducerState {

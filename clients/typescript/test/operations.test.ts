@@ -3,7 +3,15 @@
 
 import { describe, expect, inject, test } from "vitest";
 import {
+  createChannelHandoffEventInput,
+  createChannelHandoffReviewEventInput,
+  createChannelOutputResolutionEventInput,
+  createMessageChannelEventInput,
+  createOutboundContactChannelEventInput,
+  createProviderObjectChannelEventInput,
+  createScheduledChannelEventInput,
   createServiceClient,
+  createVoiceTurnChannelEventInput,
   ServiceApiError,
   type RuntimeEvent,
   type ServiceRequestContext,
@@ -322,6 +330,25 @@ describe("channel events", () => {
     const handoff = await client.requestChannelHandoff({ conversationId, channel: "voice", fromChannel: "sms", reason: "caller asked to talk" });
     expect(handoff.conversation.lifecycle).toBe("handoff");
     expect(handoff.events[0]).toMatchObject({ type: "conversation.handoff", data: { nature: "handoff", reason: "caller asked to talk" } });
+  });
+
+  test("what every input builder makes, handleChannelEvent submits as its kind", async () => {
+    const { conversation } = await client.createConversation({ channel: "web" });
+    const conversationId = conversation.id;
+    const cases = [
+      [createMessageChannelEventInput({ conversationId, channel: "web", text: "hello" }), "message", "message"],
+      [createVoiceTurnChannelEventInput({ conversationId, transcript: "thanks" }), "message", "voice-turn"],
+      [createProviderObjectChannelEventInput({ conversationId, channel: "sms", provider: "twilio", providerObject: { sid: "SM9" } }), "channel.provider_update", "provider-object"],
+      [createOutboundContactChannelEventInput({ conversationId, channel: "email" }), "channel.outbound_contact", "outbound-contact"],
+      [createScheduledChannelEventInput({ conversationId, channel: "web" }), "channel.scheduled", "scheduled"],
+      [createChannelOutputResolutionEventInput({ conversationId, channel: "sms", status: "failed" }), "channel.output_resolved", "output-resolution"],
+      [createChannelHandoffReviewEventInput({ conversationId, channel: "web" }), "channel.handoff_review", "handoff-review"],
+      [createChannelHandoffEventInput({ conversationId, channel: "voice", reasonCode: "caller_request" }), "conversation.handoff", "handoff"],
+    ] as const;
+    for (const [input, type, nature] of cases) {
+      const result = await client.handleChannelEvent(input);
+      expect(result.events[0], nature).toMatchObject({ type, data: { nature } });
+    }
   });
 
   test("a variant without its required fields fails before any request, and the daemon's rules come back as 422", async () => {
