@@ -148,7 +148,6 @@ function applyMessage(state: ChatEventReducerState, event: RuntimeEvent, data: R
 
   let prompts = state.prompts;
   if (role === "assistant") {
-    // The widget of this step shows after the text that asks for it.
     // The widget of a step shows after the text that asks for it: the first assistant
     // message after the prompt, with no user message in between.
     const answered = (prompt: PromptState) =>

@@ -23,7 +23,7 @@ export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): A
       buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
       let newline: number;
       while ((newline = nextLineEnd(buffer)) >= 0) {
-        let line = buffer.slice(0, newline);
+        const line = buffer.slice(0, newline);
         const skip = buffer[newline] === "\r" && buffer[newline + 1] === "\n" ? 2 : 1;
         buffer = buffer.slice(newline + skip);
         if (line === "") {
@@ -38,7 +38,6 @@ export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): A
         const field = colon < 0 ? line : line.slice(0, colon);
         let value = colon < 0 ? "" : line.slice(colon + 1);
         if (value.startsWith(" ")) value = value.slice(1);
-        line = "";
         if (field === "event") event = value;
         else if (field === "data") {
           data.push(value);
