@@ -68,23 +68,42 @@ describe("conversations", () => {
   });
 
   test("listConversations pages newest first with lossless cursors", async () => {
-    const created: string[] = [];
+    // Other test files create conversations on the same daemon at the same time: the
+    // assertions hold whatever they add.
+    const records = [];
     for (let index = 0; index < 3; index++) {
-      created.push((await client.createConversation({ context: { index } })).conversation.id);
+      records.push((await client.createConversation({ context: { index } })).conversation);
     }
-    const since = (await client.getSnapshot(created[0]!)).snapshot.updatedAt;
-    const first = await client.listConversations({ limit: 2 });
-    expect(first.conversations).toHaveLength(2);
-    expect(first.conversations.map((conversation) => conversation.id)).toEqual([created[2], created[1]]);
-    expect(first.nextCursor).toBeTruthy();
-    const second = await client.listConversations({ limit: 2, after: first.nextCursor! });
-    expect(second.conversations[0]!.id).toBe(created[0]);
-    expect(second.prevCursor).toBeTruthy();
-    const back = await client.listConversations({ limit: 2, before: second.prevCursor! });
-    expect(back.conversations.map((conversation) => conversation.id)).toEqual([created[2], created[1]]);
+    const created = records.map((conversation) => conversation.id);
+    const since = records[0]!.updatedAt;
 
-    const recent = await client.listConversations({ afterUpdatedAt: since, agentId: "concierge" });
-    expect(recent.conversations.map((conversation) => conversation.id)).toEqual([created[2], created[1]]);
+    const seen: string[] = [];
+    const pages: { ids: string[]; prevCursor?: string }[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listConversations({ limit: 2, ...(cursor ? { after: cursor } : {}) });
+      expect(page.conversations.length).toBeLessThanOrEqual(2);
+      const ids = page.conversations.map((conversation) => conversation.id);
+      pages.push({ ids, ...(page.prevCursor ? { prevCursor: page.prevCursor } : {}) });
+      seen.push(...ids);
+      cursor = page.nextCursor;
+    } while (cursor && !seen.includes(created[0]!));
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen).toEqual([...seen].sort().reverse());
+    expect(seen.filter((id) => created.includes(id))).toEqual([...created].reverse());
+    expect(pages[0]!.prevCursor).toBeUndefined();
+    if (pages.length > 1) {
+      const back = await client.listConversations({ limit: 2, before: pages[1]!.prevCursor! });
+      expect(back.conversations.map((conversation) => conversation.id)).toEqual(pages[0]!.ids);
+    }
+
+    const recent = await client.listConversations({ afterUpdatedAt: since, agentId: "concierge", limit: 200 });
+    const recentIds = recent.conversations.map((conversation) => conversation.id);
+    // Strictly after: a conversation made in the same millisecond as the first is left out too.
+    const later = records.filter((conversation) => conversation.updatedAt > since).map((conversation) => conversation.id);
+    expect(later).toContain(created[2]);
+    expect(recentIds.filter((id) => created.includes(id))).toEqual([...later].reverse());
+    for (const conversation of recent.conversations) expect(conversation.updatedAt > since).toBe(true);
     const nobody = await client.listConversations({ agentId: "nobody" });
     expect(nobody.conversations).toEqual([]);
   });
