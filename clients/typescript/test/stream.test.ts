@@ -2,6 +2,7 @@
 // EventSource, an injected constructor or a factory; a stop function; resuming after the
 // daemon drops the connection (a restart on the same port and data directory).
 
+import { rmSync } from "node:fs";
 import { EventSource } from "eventsource";
 import { afterAll, describe, expect, inject, test } from "vitest";
 import {
@@ -185,7 +186,9 @@ describe("streamEvents", () => {
 describe("streamEvents across a daemon restart", () => {
   let daemon: Daemon | undefined;
   afterAll(async () => {
-    await daemon?.dispose();
+    await daemon?.stop();
+    // The restarted daemon borrowed the first one's data directory.
+    if (daemon) rmSync(daemon.dataDir, { recursive: true, force: true });
   });
 
   test("resumes after the last offset it delivered, without repeating or losing one", async () => {

@@ -65,10 +65,19 @@ export function freshDataDir(): string {
 }
 
 export async function startDaemon(options: DaemonOptions = {}): Promise<Daemon> {
+  const dataDir = options.dataDir ?? freshDataDir();
+  try {
+    return await start(options, dataDir);
+  } catch (error) {
+    if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function start(options: DaemonOptions, dataDir: string): Promise<Daemon> {
   const binary = cairnBinary();
   const profile = options.profile ?? "solo";
   const ownsDataDir = options.dataDir === undefined;
-  const dataDir = options.dataDir ?? freshDataDir();
   // The production profile refuses to start without a key; this one checks its health.
   const healthKey = profile === "production" ? createKey(dataDir, "read") : undefined;
   const args = [
@@ -101,6 +110,9 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<Daemon> 
       clearTimeout(timer);
       reject(new Error(`cairn serve exited with ${code} before listening:\n${output}`));
     });
+  }).catch(async (error: unknown) => {
+    await stopProcess(child);
+    throw error;
   });
   const port = Number(new URL(url).port);
   await waitForHealth(url, healthKey);
