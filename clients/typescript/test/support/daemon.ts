@@ -115,7 +115,12 @@ async function start(options: DaemonOptions, dataDir: string): Promise<Daemon> {
     throw error;
   });
   const port = Number(new URL(url).port);
-  await waitForHealth(url, healthKey);
+  try {
+    await waitForHealth(url, healthKey);
+  } catch (error) {
+    await stopProcess(child);
+    throw error;
+  }
 
   let stopped: Promise<void> | undefined;
   const stop = () => (stopped ??= stopProcess(child));
