@@ -257,3 +257,92 @@ async fn speaking_over_the_reply_stops_it_and_the_log_keeps_what_was_heard() {
     assert_eq!(reply["aborted"], true, "{reply}");
     assert_eq!(reply["reason"], "turn_detected", "{reply}");
 }
+
+/// A language model (a stand-in for a paid endpoint) that writes its first sentence at once
+/// and the second only after three seconds, noting when it sent it.
+fn slow_chat_model() -> (String, std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>) {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let second_sent = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let noted = second_sent.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let noted = noted.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line.trim_end().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':')
+                        && name.eq_ignore_ascii_case("content-length")
+                    {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+                reader.read_exact(&mut vec![0; length]).unwrap();
+                let chunk = |text: &str| {
+                    let data = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+                    format!("data: {data}\n\n")
+                };
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                let first = format!("{head}{}", chunk("Sure, I can book a demo for you. "));
+                stream.write_all(first.as_bytes()).unwrap();
+                stream.flush().unwrap();
+                std::thread::sleep(Duration::from_secs(3));
+                *noted.lock().unwrap() = Some(std::time::Instant::now());
+                let rest = format!("{}data: [DONE]\n\n", chunk("Which day suits you?"));
+                let _ = stream.write_all(rest.as_bytes());
+            });
+        }
+    });
+    (url, second_sent)
+}
+
+#[tokio::test]
+async fn with_a_language_model_the_first_sentence_is_spoken_while_the_rest_is_written() {
+    let directory = tempfile::tempdir().unwrap();
+    let fetched = run_cairn(directory.path(), "model", &["fetch", "--voice"], &[]);
+    assert!(fetched.status.success(), "{}", String::from_utf8_lossy(&fetched.stderr));
+    let (model_url, second_sent) = slow_chat_model();
+    let daemon = Daemon::start_in_with(
+        directory.path(),
+        &["--chat-url", &model_url, "--chat-model", "stand-in-1"],
+        &[],
+    );
+    let started = start(&daemon).await;
+    let conversation_id = started["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut socket = connect(started["socket"]["url"].as_str().unwrap()).await.unwrap();
+    until(&mut socket, "session.created").await;
+    say(&mut socket, &speech("I would like to book a demo."), 1200).await;
+
+    let (first_audio, _) = until(&mut socket, "response.audio.delta").await;
+    assert!(
+        second_sent.lock().unwrap().is_none(),
+        "the first sentence's audio came only after the model had written the whole reply"
+    );
+    let item_id = first_audio["item_id"].as_str().unwrap().to_owned();
+    let (done, _) = until(&mut socket, "response.audio_transcript.done").await;
+    assert_eq!(done["transcript"], "Sure, I can book a demo for you. Which day suits you?");
+    let (done, _) = until(&mut socket, "response.done").await;
+    assert_eq!(done["response"]["status"], "completed", "{done}");
+
+    // The log's reply is the whole text, under the id the socket announced.
+    let events = daemon.get(&format!("/api/runtime/conversations/{conversation_id}/events")).await;
+    let reply = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|event| event["type"] == "message" && event["data"]["role"] == "assistant")
+        .cloned()
+        .unwrap();
+    assert_eq!(reply["data"]["messageId"], item_id.as_str(), "{reply}");
+    assert_eq!(reply["data"]["text"], "Sure, I can book a demo for you. Which day suits you?");
+    assert!(reply["data"]["aborted"].is_null() || reply["data"]["aborted"] == false, "{reply}");
+}

@@ -25,6 +25,55 @@ pub fn sentences(text: &str) -> Vec<String> {
     pieces
 }
 
+/// [`sentences`] for text that arrives in pieces (a language model's deltas): each call
+/// returns the pieces completed so far, and [`finish`](SentenceSplitter::finish) the rest.
+/// Together they are `sentences` of the whole text.
+#[derive(Debug, Default)]
+pub struct SentenceSplitter {
+    current: String,
+    word: String,
+}
+
+impl SentenceSplitter {
+    pub fn push(&mut self, text: &str) -> Vec<String> {
+        let mut pieces = Vec::new();
+        for c in text.chars() {
+            if !c.is_whitespace() {
+                self.word.push(c);
+                continue;
+            }
+            self.end_word(&mut pieces);
+            if c == '\n' && !self.current.is_empty() {
+                pieces.push(std::mem::take(&mut self.current));
+            }
+        }
+        pieces
+    }
+
+    pub fn finish(mut self) -> Vec<String> {
+        let mut pieces = Vec::new();
+        self.end_word(&mut pieces);
+        if !self.current.is_empty() {
+            pieces.push(self.current);
+        }
+        pieces
+    }
+
+    fn end_word(&mut self, pieces: &mut Vec<String>) {
+        if self.word.is_empty() {
+            return;
+        }
+        if !self.current.is_empty() {
+            self.current.push(' ');
+        }
+        self.current.push_str(&self.word);
+        if self.word.ends_with(['.', '!', '?', '…', ':', ';']) {
+            pieces.push(std::mem::take(&mut self.current));
+        }
+        self.word.clear();
+    }
+}
+
 /// One spoken piece of a reply and where its audio sits in the reply's audio.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpokenPiece {
@@ -70,6 +119,25 @@ pub fn heard_text(pieces: &[SpokenPiece], heard_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_text_splits_as_the_whole_text_does() {
+        let text = "Hello there. How can I help?\nPick a time:  Monday or\r\n Tuesday…  ok";
+        for size in 1..=text.len() {
+            let mut splitter = SentenceSplitter::default();
+            let mut pieces = Vec::new();
+            let chars: Vec<char> = text.chars().collect();
+            for chunk in chars.chunks(size) {
+                pieces.extend(splitter.push(&chunk.iter().collect::<String>()));
+            }
+            pieces.extend(splitter.finish());
+            assert_eq!(pieces, sentences(text), "in pieces of {size} characters");
+        }
+        let mut splitter = SentenceSplitter::default();
+        assert_eq!(splitter.push("Sure. I can"), vec!["Sure."]);
+        assert!(splitter.push(" book").is_empty());
+        assert_eq!(splitter.push(" that! "), vec!["I can book that!"]);
+    }
 
     #[test]
     fn replies_are_spoken_a_sentence_at_a_time() {

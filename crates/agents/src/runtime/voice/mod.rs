@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 pub(crate) use self::session::Session;
 use super::turn::Input;
 use super::{DefaultRuntime, channel_data, hand_off, with_message};
-use cairn_runtime::{ChannelInput, CreateConversationInput, Result, RuntimeError};
+use cairn_runtime::{ChannelInput, CreateConversationInput, Result, RuntimeError, TextDeltas};
 
 /// What socket tokens start with, so they are told apart from other credentials.
 pub(crate) const SOCKET_TOKEN_PREFIX: &str = "vst_";
@@ -40,7 +40,6 @@ pub(crate) struct PendingReply {
     /// The data of its `message` event, as the step wrote it.
     pub data: Value,
     pub text: String,
-    pub message_id: String,
 }
 
 /// What the caller heard of a reply.
@@ -183,6 +182,8 @@ impl DefaultRuntime {
         message_id: &str,
         transcript: &str,
         audio_ms: u64,
+        reply_id: &str,
+        deltas: Option<TextDeltas>,
     ) -> Result<(Vec<RuntimeEvent>, Option<PendingReply>)> {
         let conversation_id = &segment.conversation_id;
         let _step = self.lock(conversation_id).await;
@@ -207,15 +208,26 @@ impl DefaultRuntime {
         }
         let agent = self.agent(&conversation);
         let mut out = self
-            .run_turn(&conversation, agent, &snapshot, Input::Message(transcript), history, None)
+            .run_turn(
+                &conversation,
+                agent,
+                &snapshot,
+                Input::Message(transcript),
+                history,
+                deltas.as_ref(),
+            )
             .await;
-        // The reply is the step's last event; prompts point at earlier ones.
+        drop(deltas);
+        // The reply is the step's last event; prompts point at earlier ones. It takes the id
+        // the session announced when it began to speak it.
         let reply = match out.events.last() {
             Some(last) if last.kind == "message" && last.data["role"] == "assistant" => {
-                out.events.pop().map(|event| PendingReply {
-                    message_id: event.data["messageId"].as_str().unwrap_or_default().to_owned(),
-                    text: event.data["text"].as_str().unwrap_or_default().to_owned(),
-                    data: event.data,
+                out.events.pop().map(|mut event| {
+                    event.data["messageId"] = json!(reply_id);
+                    PendingReply {
+                        text: event.data["text"].as_str().unwrap_or_default().to_owned(),
+                        data: event.data,
+                    }
                 })
             }
             _ => None,

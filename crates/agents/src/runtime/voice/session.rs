@@ -16,14 +16,14 @@ use async_trait::async_trait;
 use cairn_runtime::{VoiceSession, VoiceSocketIo, error_event, server_event};
 use cairn_store::VoiceSegmentRecord;
 use cairn_types::runtime::{ChannelSegment, VoiceClientEvent};
-use cairn_types::{IdPrefix, new_id};
+use cairn_types::{IdPrefix, RuntimeEvent, new_id};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{Heard, PendingReply};
 use crate::runtime::DefaultRuntime;
-use crate::voice::spoken::{SpokenPiece, heard_text, sentences};
+use crate::voice::spoken::{SentenceSplitter, SpokenPiece, heard_text};
 use crate::voice::vad::{Detector, VadEvent};
 use crate::voice::{
     TurnDetection, TurnDetectionKind, VoiceConfig, decode_pcm16, encode_pcm16, ms_to_samples,
@@ -536,21 +536,20 @@ impl Turn {
             }}),
         ))
         .await;
-        let turn =
-            self.runtime.voice_turn(&self.segment, &self.item_id, &transcript, audio_ms).await;
-        let reply = match turn {
-            Ok((_, Some(reply))) => reply,
-            Ok((_, None)) => {
-                // A person has the conversation: nothing to say.
-                return self.response_done(&response_id, "completed", None, None).await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "a voice turn failed");
-                self.emit(error_event("turn_failed", error.to_string(), None)).await;
-                return self.response_done(&response_id, "failed", None, None).await;
-            }
+        // The runtime's step runs on its own task while its reply is spoken: with a language
+        // model, the first sentence is heard while the rest is still being written.
+        let reply_id = new_id(IdPrefix::Message);
+        let (deltas, written) = mpsc::unbounded_channel();
+        let step = {
+            let (runtime, segment) = (self.runtime.clone(), self.segment.clone());
+            let (item_id, reply_id) = (self.item_id.clone(), reply_id.clone());
+            tokio::spawn(async move {
+                runtime
+                    .voice_turn(&segment, &item_id, &transcript, audio_ms, &reply_id, Some(deltas))
+                    .await
+            })
         };
-        self.speak(response_id, reply).await;
+        self.speak(response_id, reply_id, written, step).await;
     }
 
     async fn transcription_failed(&self, code: &str, message: &str) {
@@ -559,6 +558,22 @@ impl Turn {
             json!({
                 "item_id": self.item_id, "content_index": 0,
                 "error": { "type": "transcription_error", "code": code, "message": message },
+            }),
+        ))
+        .await;
+    }
+
+    /// Announces the reply's item, once it has something to say.
+    async fn item_created(&self, item_id: &str) {
+        self.emit(server_event(
+            "conversation.item.created",
+            json!({
+                "previous_item_id": self.item_id,
+                "item": {
+                    "id": item_id, "object": "realtime.item", "type": "message",
+                    "status": "in_progress", "role": "assistant",
+                    "content": [{ "type": "audio", "transcript": "" }],
+                },
             }),
         ))
         .await;
@@ -582,38 +597,44 @@ impl Turn {
         .await;
     }
 
-    /// Speaks the reply, paced, until it ends or is cancelled; then commits what was heard.
-    async fn speak(&mut self, response_id: String, reply: PendingReply) {
-        let item_id = reply.message_id.clone();
+    /// Speaks the reply as the step writes it, paced, until it ends or is cancelled; then,
+    /// once the step is done, commits what was heard.
+    async fn speak(
+        &mut self,
+        response_id: String,
+        item_id: String,
+        mut written: mpsc::UnboundedReceiver<String>,
+        step: JoinHandle<cairn_runtime::Result<(Vec<RuntimeEvent>, Option<PendingReply>)>>,
+    ) {
         *self.response.lock().expect("response slot poisoned") =
             Some((response_id.clone(), item_id.clone()));
         let ids = json!({ "response_id": response_id, "item_id": item_id, "output_index": 0, "content_index": 0 });
-        self.emit(server_event(
-            "conversation.item.created",
-            json!({
-                "previous_item_id": self.item_id,
-                "item": {
-                    "id": item_id, "object": "realtime.item", "type": "message",
-                    "status": "in_progress", "role": "assistant",
-                    "content": [{ "type": "audio", "transcript": "" }],
-                },
-            }),
-        ))
-        .await;
 
-        // Sentences are synthesised one ahead of playback, on their own task.
-        let texts = sentences(&reply.text);
+        // Sentences are synthesised one ahead of playback, on their own task, as the
+        // step's text arrives. Without a voice, a piece is its transcript alone.
         let (audio_tx, mut audio_rx) = mpsc::channel::<(String, Result<Vec<i16>, String>)>(1);
-        let synthesis = self.config.text_to_speech.clone().map(|tts| {
-            let texts = texts.clone();
-            tokio::spawn(async move {
+        let tts = self.config.text_to_speech.clone();
+        let synthesis = tokio::spawn(async move {
+            let mut splitter = SentenceSplitter::default();
+            let mut finished = false;
+            while !finished {
+                let texts = match written.recv().await {
+                    Some(delta) => splitter.push(&delta),
+                    None => {
+                        finished = true;
+                        std::mem::take(&mut splitter).finish()
+                    }
+                };
                 for text in texts {
-                    let audio = tts.synthesize(&text).await.map_err(|error| error.0);
+                    let audio = match &tts {
+                        Some(tts) => tts.synthesize(&text).await.map_err(|error| error.0),
+                        None => Ok(Vec::new()),
+                    };
                     if audio_tx.send((text, audio)).await.is_err() {
-                        break;
+                        return;
                     }
                 }
-            })
+            }
         });
 
         let lead_ms = self.config.playback_lead.as_millis() as u64;
@@ -624,17 +645,9 @@ impl Turn {
         let mut sent_ms = 0u64;
         let mut failure: Option<String> = None;
         let mut cancel: Option<Cancel> = self.cancelled.borrow().clone();
+        let mut announced = false;
 
-        if synthesis.is_none() {
-            // No voice: the reply is its transcript.
-            for text in &texts {
-                let mut delta = ids.clone();
-                delta["delta"] = json!(format!("{text} "));
-                self.emit(server_event("response.audio_transcript.delta", delta)).await;
-                pieces.push(SpokenPiece { text: text.clone(), start_ms: 0, end_ms: 0 });
-            }
-        }
-        'pieces: while cancel.is_none() && synthesis.is_some() {
+        'pieces: while cancel.is_none() {
             let next = tokio::select! {
                 next = audio_rx.recv() => next,
                 _ = self.cancelled.changed() => { cancel = self.cancelled.borrow().clone(); break 'pieces; }
@@ -647,6 +660,10 @@ impl Turn {
                     break;
                 }
             };
+            if !announced {
+                announced = true;
+                self.item_created(&item_id).await;
+            }
             let piece_ms = samples_to_ms(audio.len());
             pieces.push(SpokenPiece {
                 text: text.clone(),
@@ -675,9 +692,7 @@ impl Turn {
                 last.end_ms = sent_ms;
             }
         }
-        if let Some(synthesis) = synthesis {
-            synthesis.abort();
-        }
+        synthesis.abort();
         // All sent: the response lasts until the caller has heard it.
         if cancel.is_none() && failure.is_none() {
             let remaining = sent_ms.saturating_sub(elapsed_ms(&clock));
@@ -689,6 +704,29 @@ impl Turn {
             }
         }
         *self.response.lock().expect("response slot poisoned") = None;
+
+        // The step ends after its text does; a cancelled reply waits for it too, since its
+        // message is committed (cut to what was heard) after the step's own events.
+        let reply = match step.await {
+            Ok(Ok((_, Some(reply)))) => reply,
+            Ok(Ok((_, None))) => {
+                // A person has the conversation: nothing was said.
+                return self.response_done(&response_id, "completed", None, None).await;
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "a voice turn failed");
+                self.emit(error_event("turn_failed", error.to_string(), None)).await;
+                return self.response_done(&response_id, "failed", None, None).await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "a voice turn's step panicked");
+                self.emit(error_event("turn_failed", "the turn failed", None)).await;
+                return self.response_done(&response_id, "failed", None, None).await;
+            }
+        };
+        if !announced {
+            self.item_created(&item_id).await;
+        }
 
         let played_ms = elapsed_ms(&clock).min(sent_ms);
         let (status, heard) = match (&cancel, &failure) {
