@@ -32,7 +32,7 @@ enum Command {
     /// Creates, lists and revokes API keys (works while the daemon runs).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
-    /// Installs the local embedding model.
+    /// Installs the local models: embeddings, or with `--voice` speech recognition.
     #[command(subcommand)]
     Model(model::ModelCommand),
     /// Adds, lists, syncs and removes connectors through the running daemon.
