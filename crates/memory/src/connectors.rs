@@ -239,10 +239,12 @@ impl Engine {
             seen.insert(item.key.clone());
             match known.get(&item.key) {
                 None => inserts.push(imported_memory(connector, item, now)),
+                // Erased: never imported again.
+                Some(existing) if existing.memory_id.is_none() => report.skipped += 1,
                 Some(existing) if existing.content_hash != item.content_hash => {
                     updates.push(ItemUpdate {
                         key: item.key,
-                        memory_id: existing.memory_id.clone(),
+                        memory_id: existing.memory_id.clone().unwrap_or_default(),
                         content: item.content,
                         content_hash: item.content_hash,
                     })
@@ -250,8 +252,10 @@ impl Engine {
                 Some(_) => report.unchanged += 1,
             }
         }
-        let removals: Vec<_> =
-            known.into_values().filter(|item| !seen.contains(&item.key)).collect();
+        let removals: Vec<_> = known
+            .into_values()
+            .filter(|item| item.memory_id.is_some() && !seen.contains(&item.key))
+            .collect();
         let total = (inserts.len() + updates.len() + removals.len()) as u64;
         self.syncs.set(&connector.id, SyncProgress { done: 0, total });
 
@@ -479,6 +483,32 @@ mod tests {
             engine.get_connector(&connector.id).await,
             Err(Error::ConnectorNotFound(_))
         ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_erased_piece_is_not_imported_again_while_its_source_has_it() {
+        let notes = folder_of_notes(3);
+        let directory = tempfile::tempdir().unwrap();
+        let engine =
+            Engine::new(Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap()));
+        let connector = engine.add_connector(new_folder(notes.path())).await.unwrap();
+        engine.sync_connector(&connector.id, "system:test").await.unwrap();
+        let request = cairn_types::ErasureRequest {
+            subject: Some("item number 1".to_owned()),
+            ..cairn_types::ErasureRequest::default()
+        };
+        let erased = engine.erase(request, "key:admin").await.unwrap();
+        assert_eq!(erased.memories.len(), 1, "{erased:?}");
+
+        let report = engine.sync_connector(&connector.id, "system:test").await.unwrap();
+        assert_eq!((report.imported, report.unchanged, report.skipped), (0, 2, 1));
+        // Changed in the source, it stays erased too.
+        std::fs::write(notes.path().join("0001.md"), "# Note 1\nItem number 1, edited.\n").unwrap();
+        let report = engine.sync_connector(&connector.id, "system:test").await.unwrap();
+        assert_eq!((report.imported, report.updated, report.skipped), (0, 0, 1));
+        let mut expected = expected_contents(3);
+        expected.remove("Note 1\n\nRemember item number 1.");
+        assert_eq!(live_contents(&engine).await, expected);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,7 +131,10 @@ impl ConnectorStore for SqliteStore {
                 .map_err(sql)?;
             let rows = statement
                 .query_map([id], |row| {
-                    Ok(ConnectorItem { key: row.get(0)?, memory_id: row.get(1)?, content_hash: row.get(2)? })
+                    let memory_id: String = row.get(1)?;
+                    // An empty memory id marks a piece whose memory was erased.
+                    let memory_id = Some(memory_id).filter(|id| !id.is_empty());
+                    Ok(ConnectorItem { key: row.get(0)?, memory_id, content_hash: row.get(2)? })
                 })
                 .map_err(sql)?;
             rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
@@ -204,6 +207,8 @@ fn apply_batch(
     };
     for (memory, key, hash) in &batch.inserts {
         match stored_item(key)? {
+            // Erased: it stays so.
+            Some((memory_id, _)) if memory_id.is_empty() => {}
             // Imported already (a retried batch): the memory follows the piece, once.
             Some((memory_id, stored)) if crate::read_memory(tx, &memory_id)?.is_some() => {
                 if stored != *hash {
@@ -222,6 +227,9 @@ fn apply_batch(
     }
     for update in &batch.updates {
         let Some((memory_id, stored)) = stored_item(&update.key)? else { continue };
+        if memory_id.is_empty() {
+            continue;
+        }
         if stored != update.content_hash && new_text(&memory_id, &update.content)?.is_some() {
             remember_item(&update.key, &memory_id, &update.content_hash)?;
             applied.updated += 1;
@@ -230,6 +238,9 @@ fn apply_batch(
     let archive = Audit { actor, action: "archive" };
     for removed in &batch.removals {
         let Some((memory_id, _)) = stored_item(&removed.key)? else { continue };
+        if memory_id.is_empty() {
+            continue;
+        }
         let current = crate::read_memory(tx, &memory_id)?;
         if current.is_some_and(|memory| memory.archived_at.is_none()) {
             let change = MemoryChange { archived_at: Some(Some(at)), ..MemoryChange::default() };

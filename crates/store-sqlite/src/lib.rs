@@ -723,7 +723,9 @@ impl MemoryStore for SqliteStore {
                     // The FTS trigger removes a live memory's entry; vectors cascade.
                     "DELETE FROM memories WHERE id = ?1",
                     "DELETE FROM task_recalls WHERE memory_id = ?1",
-                    "DELETE FROM connector_items WHERE memory_id = ?1",
+                    // Its connector item stays, erased, so no sync imports the text again.
+                    "UPDATE connector_items SET memory_id = '', content_hash = '' \
+                     WHERE memory_id = ?1",
                     // A conflict's reason quotes its memories: it goes with any of them.
                     "DELETE FROM conflict_sets WHERE id IN \
                      (SELECT conflict_id FROM conflict_members WHERE memory_id = ?1)",

@@ -9,7 +9,10 @@ use crate::Result;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectorItem {
     pub key: String,
-    pub memory_id: String,
+    /// `None` once its memory was erased: the piece is never imported again (a sync counts
+    /// it as skipped), so an erasure holds while the source still has the text.
+    pub memory_id: Option<String>,
+    /// Empty for an erased piece.
     pub content_hash: String,
 }
 
@@ -71,7 +74,9 @@ pub trait ConnectorStore: Send + Sync {
     /// finished) changes nothing the second time and never duplicates a memory: an insert
     /// whose key the connector has already imported updates that memory when its content
     /// hash differs and is skipped otherwise; an update whose hash is already stored is
-    /// skipped; a removal of a key the connector no longer has is skipped.
+    /// skipped; a removal of a key the connector no longer has is skipped. An erased piece
+    /// ([`ConnectorItem::memory_id`] `None`) stays erased: inserts, updates and removals of
+    /// its key are skipped.
     async fn apply_sync_batch(
         &self,
         connector_id: &str,

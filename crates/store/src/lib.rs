@@ -198,7 +198,8 @@ pub trait MemoryStore: Send + Sync {
     async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>>;
 
     /// Deletes memories for good, in one transaction: the rows with their full-text entries
-    /// and vectors, the recall log, connector items and conflicts that name them, and the
+    /// and vectors, the recall log and conflicts that name them (their connector items stay,
+    /// marked erased: see [`ConnectorItem::memory_id`]), and the
     /// content of their audit entries (`before` and `after` are cleared); an entry of
     /// `audit.action` records that each was erased, by whom and when. Returns the ids that
     /// existed.

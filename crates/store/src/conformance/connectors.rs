@@ -25,6 +25,7 @@ where
     a_batch_applied_twice_imports_each_piece_once(open_store().await).await;
     stale_updates_and_removals_change_nothing(open_store().await).await;
     failed_sync_reports_read_back(open_store().await).await;
+    an_erased_piece_stays_erased(open_store().await).await;
 }
 
 fn sample_connector() -> Connector {
@@ -104,16 +105,64 @@ async fn a_batch_applied_twice_imports_each_piece_once(store: Arc<dyn Store>) {
         [
             ConnectorItem {
                 key: "deploy.md".to_owned(),
-                memory_id: deploy.id.clone(),
+                memory_id: Some(deploy.id.clone()),
                 content_hash: "h2".to_owned()
             },
             ConnectorItem {
                 key: "setup.md#Install".to_owned(),
-                memory_id: install.id.clone(),
+                memory_id: Some(install.id.clone()),
                 content_hash: "h3".to_owned()
             },
         ]
     );
+}
+
+async fn an_erased_piece_stays_erased(store: Arc<dyn Store>) {
+    let connector = sample_connector();
+    store.insert_connector(&connector).await.unwrap();
+    let ada = sample_memory("Ada's phone is 555-0100.", Scope::Repo, 2);
+    let insert = (ada.clone(), "people.md".to_owned(), "h1".to_owned());
+    let batch = SyncBatch { inserts: vec![insert.clone()], ..SyncBatch::default() };
+    let at = Timestamp::from_millis(3);
+    store.apply_sync_batch(&connector.id, &batch, at, "system:sync").await.unwrap();
+    let audit = crate::Audit { actor: "key:admin", action: "erase" };
+    let erased = store.erase_memories(std::slice::from_ref(&ada.id), at, &audit).await.unwrap();
+    assert_eq!(erased, std::slice::from_ref(&ada.id));
+    let items = store.connector_items(&connector.id).await.unwrap();
+    assert_eq!(
+        items,
+        [ConnectorItem {
+            key: "people.md".to_owned(),
+            memory_id: None,
+            content_hash: String::new()
+        }],
+        "the piece is remembered as erased, without its memory or a hash of its text"
+    );
+
+    // A sync that read the items before the erasure, with the same text, a new text or
+    // the piece gone: nothing comes back, and the mark stays.
+    let again = SyncBatch { inserts: vec![insert], ..SyncBatch::default() };
+    let update = ItemUpdate {
+        key: "people.md".to_owned(),
+        memory_id: ada.id.clone(),
+        content: "Ada's phone is 555-0199.".to_owned(),
+        content_hash: "h2".to_owned(),
+    };
+    let changed = SyncBatch { updates: vec![update], ..SyncBatch::default() };
+    let removal = ConnectorItem {
+        key: "people.md".to_owned(),
+        memory_id: Some(ada.id.clone()),
+        content_hash: "h1".to_owned(),
+    };
+    let gone = SyncBatch { removals: vec![removal], ..SyncBatch::default() };
+    for batch in [again, changed, gone] {
+        let applied =
+            store.apply_sync_batch(&connector.id, &batch, at, "system:sync").await.unwrap();
+        assert_eq!(applied, BatchApplied::default());
+    }
+    assert_eq!(store.count_memories().await.unwrap(), 0);
+    assert!(store.get_memory(&ada.id).await.unwrap().is_none());
+    assert_eq!(store.connector_items(&connector.id).await.unwrap(), items);
 }
 
 async fn stale_updates_and_removals_change_nothing(store: Arc<dyn Store>) {
@@ -141,7 +190,7 @@ async fn stale_updates_and_removals_change_nothing(store: Arc<dyn Store>) {
 
     let removal = ConnectorItem {
         key: "notes.md".to_owned(),
-        memory_id: notes.id.clone(),
+        memory_id: Some(notes.id.clone()),
         content_hash: "h2".to_owned(),
     };
     let gone = ConnectorItem { key: "never-imported.md".to_owned(), ..removal.clone() };

@@ -606,7 +606,7 @@ async fn connectors_keep_their_items_in_step(store: Arc<dyn Store>) {
         items[1],
         ConnectorItem {
             key: "setup.md#Install".to_owned(),
-            memory_id: first.id.clone(),
+            memory_id: Some(first.id.clone()),
             content_hash: "h1".to_owned()
         }
     );
