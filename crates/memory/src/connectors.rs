@@ -310,7 +310,20 @@ fn open_source(
     }
     match kind {
         ConnectorKind::Folder => sources::check_folder(&canonical)?,
-        ConnectorKind::Git => sources::check_git(&canonical)?,
+        ConnectorKind::Git => {
+            sources::check_git(&canonical)?;
+            // The history may live elsewhere (a `.git` file, alternates): there too.
+            if let Some(roots) = roots {
+                for location in sources::git_locations(&canonical)? {
+                    if !roots.iter().any(|root| location.starts_with(root)) {
+                        return Err(sources::SourceError::OutsideRoots(
+                            path.to_path_buf(),
+                            location,
+                        ));
+                    }
+                }
+            }
+        }
     }
     Ok(canonical)
 }
@@ -545,5 +558,73 @@ mod tests {
         assert_eq!(report.status, SyncStatus::Error);
         assert!(report.error.unwrap().contains("outside the folders"));
         assert_eq!(store.count_memories().await.unwrap(), 0, "nothing outside was read");
+    }
+
+    /// A git repository with one commit, in `dir`.
+    fn git_repository(dir: &std::path::Path, message: &str) {
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(dir.join("README.md"), "hello\n").unwrap();
+        git(&["add", "README.md"]);
+        git(&["commit", "-q", "-m", message]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_git_connector_cannot_borrow_a_history_outside_the_roots() {
+        let roots = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(roots.path()).unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        git_repository(&secret, "Secret plans outside the roots");
+
+        // A worktree whose `.git` file points at the repository outside.
+        let pointer = root.join("pointer");
+        std::fs::create_dir(&pointer).unwrap();
+        let gitdir = std::fs::canonicalize(secret.join(".git")).unwrap();
+        std::fs::write(pointer.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+        // A repository inside whose objects come from the one outside (alternates).
+        let borrower = root.join("borrower");
+        std::fs::create_dir(&borrower).unwrap();
+        git_repository(&borrower, "Inside");
+        let objects = gitdir.join("objects");
+        std::fs::write(
+            borrower.join(".git/objects/info/alternates"),
+            format!("{}\n", objects.display()),
+        )
+        .unwrap();
+
+        let directory = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap());
+        let engine = Engine::new(store.clone()).with_connector_roots(vec![root.clone()]);
+        for refused in [&pointer, &borrower] {
+            let mut input = new_folder(refused);
+            input.kind = ConnectorKind::Git;
+            let error = engine.add_connector(input).await.unwrap_err();
+            let Error::Invalid { reason, .. } = &error else { panic!("{error:?}") };
+            assert!(reason.contains("outside the folders"), "{}: {reason}", refused.display());
+        }
+        assert!(store.list_connectors().await.unwrap().is_empty(), "nothing was added");
+
+        // Inside the roots, with its own history, it is fine.
+        let own = root.join("own");
+        std::fs::create_dir(&own).unwrap();
+        git_repository(&own, "Our own history");
+        let mut input = new_folder(&own);
+        input.kind = ConnectorKind::Git;
+        let connector = engine.add_connector(input).await.unwrap();
+        let report = engine.sync_connector(&connector.id, "system:test").await.unwrap();
+        assert_eq!((report.status, report.imported), (SyncStatus::Ok, 1));
     }
 }

@@ -691,6 +691,52 @@ pub(crate) fn read_git(
     Ok(parse_log(&String::from_utf8_lossy(&output.stdout)))
 }
 
+/// Where git reads a repository's data from, canonical: its git directory, the common one
+/// (of a linked worktree), and the object directories its alternates borrow. A `.git` file
+/// or an alternates file may point anywhere, so connector roots must hold these too.
+pub(crate) fn git_locations(repository: &Path) -> Result<Vec<PathBuf>, SourceError> {
+    let output = run(git(repository).args([
+        "rev-parse",
+        "--absolute-git-dir",
+        "--git-common-dir",
+        "--git-path",
+        "objects",
+    ]))?;
+    if !output.status.success() {
+        return Err(SourceError::Git(repository.to_path_buf(), stderr_text(&output)));
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut locations = Vec::new();
+    let mut objects = None;
+    for (index, line) in text.lines().enumerate() {
+        // Relative answers are relative to the repository (`-C`).
+        let path = repository.join(line);
+        let path = fs::canonicalize(&path).map_err(|error| io_error(&path, error))?;
+        if index == 2 {
+            objects = Some(path.clone());
+        }
+        locations.push(path);
+    }
+    // Alternates, recursively (git follows up to five levels), one directory per line.
+    let mut pending: Vec<PathBuf> = objects.into_iter().collect();
+    let mut depth = 0;
+    while let Some(objects) = pending.pop() {
+        let file = objects.join("info/alternates");
+        let Ok(list) = fs::read_to_string(&file) else { continue };
+        depth += 1;
+        if depth > 32 {
+            break;
+        }
+        for line in list.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            let path = objects.join(line);
+            let path = fs::canonicalize(&path).map_err(|error| io_error(&path, error))?;
+            locations.push(path.clone());
+            pending.push(path);
+        }
+    }
+    Ok(locations)
+}
+
 /// Checks `repository` as [`check_git`] says, and returns its canonical path.
 fn open_git(repository: &Path) -> Result<PathBuf, SourceError> {
     check_folder(repository)?;
