@@ -92,23 +92,30 @@ pub fn create_key(
     role: &str,
     name: &str,
 ) -> anyhow::Result<String> {
-    let output = Command::new(binary)
-        .args(["keys", "create", "--role", role, "--name", name, "--data-dir"])
-        .arg(data_dir)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {} keys create", binary.display()))?;
-    if !output.status.success() {
-        bail!(
-            "cairn keys create failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let stdout = String::from_utf8(output.stdout)?;
+    let stdout = run(binary, &["keys", "create", "--role", role, "--name", name], data_dir)?;
     let key = stdout.lines().last().map(str::trim).unwrap_or_default();
     anyhow::ensure!(!key.is_empty(), "cairn keys create printed no key");
     Ok(key.to_owned())
+}
+
+/// Runs `cairn <args> --data-dir <data_dir>` to the end; its output, or why it failed.
+pub fn run(binary: &Path, args: &[&str], data_dir: &Path) -> anyhow::Result<String> {
+    let output = Command::new(binary)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} {}", binary.display(), args.join(" ")))?;
+    if !output.status.success() {
+        bail!(
+            "cairn {} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8(output.stdout)?)
 }
 
 /// A running daemon.

