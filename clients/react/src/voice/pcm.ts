@@ -89,20 +89,20 @@ function base64ToBytes(text: string): Uint8Array {
 export class StreamResampler {
   readonly inputRate: number;
   readonly outputRate: number;
-  /** Input samples per output sample. */
-  private readonly ratio: number;
   /** Input samples not consumed yet, carried into the next chunk. */
   private pending: Float32Array = new Float32Array(0);
-  /** Where the next output sample starts, in input samples from the start of `pending`. */
+  /**
+   * Where the next output sample starts, in input samples from the start of `pending`,
+   * times `outputRate`: an integer, so chunking never changes the arithmetic.
+   */
   private position = 0;
 
   constructor(inputRate: number, outputRate: number) {
     if (!(inputRate > 0) || !(outputRate > 0)) {
       throw new RangeError(`sample rates must be positive (got ${inputRate} and ${outputRate})`);
     }
-    this.inputRate = inputRate;
-    this.outputRate = outputRate;
-    this.ratio = inputRate / outputRate;
+    this.inputRate = Math.round(inputRate);
+    this.outputRate = Math.round(outputRate);
   }
 
   /** Takes the next chunk of input and returns the output samples it completes. */
@@ -113,34 +113,36 @@ export class StreamResampler {
     const input = new Float32Array(this.pending.length + chunk.length);
     input.set(this.pending);
     input.set(chunk, this.pending.length);
+    const step = this.inputRate;
+    const scale = this.outputRate;
     const out: number[] = [];
     let position = this.position;
-    if (this.ratio >= 1) {
-      // Each output sample averages the inputs in [position, position + ratio).
-      while (position + this.ratio <= input.length) {
-        const from = Math.floor(position);
-        const to = Math.max(from + 1, Math.floor(position + this.ratio));
+    if (step >= scale) {
+      // Each output sample averages the inputs its period covers.
+      while (position + step <= input.length * scale) {
+        const from = Math.floor(position / scale);
+        const to = Math.max(from + 1, Math.floor((position + step) / scale));
         let sum = 0;
         for (let index = from; index < to; index += 1) {
           sum += input[index] ?? 0;
         }
         out.push(sum / (to - from));
-        position += this.ratio;
+        position += step;
       }
     } else {
       // Each output sample lies between two inputs; the second must have arrived.
-      while (Math.floor(position) + 1 < input.length) {
-        const from = Math.floor(position);
-        const fraction = position - from;
+      while (Math.floor(position / scale) + 1 < input.length) {
+        const from = Math.floor(position / scale);
+        const fraction = (position - from * scale) / scale;
         const a = input[from] ?? 0;
         const b = input[from + 1] ?? 0;
         out.push(a + (b - a) * fraction);
-        position += this.ratio;
+        position += step;
       }
     }
-    const keepFrom = Math.min(Math.floor(position), input.length);
+    const keepFrom = Math.min(Math.floor(position / scale), input.length);
     this.pending = input.slice(keepFrom);
-    this.position = position - keepFrom;
+    this.position = position - keepFrom * scale;
     return Float32Array.from(out);
   }
 
