@@ -5,10 +5,10 @@ import { createServiceClient, type ServiceClient } from "@cairn/client";
 import { EventSource } from "eventsource";
 import { inject } from "vitest";
 
-export function testClient(): ServiceClient {
+export function testClient(daemon: "cairnUrl" | "cairnModelUrl" = "cairnUrl"): ServiceClient {
   const nodeFetch = globalThis.fetch;
   return createServiceClient({
-    baseUrl: `${inject("cairnUrl")}/api/runtime`,
+    baseUrl: `${inject(daemon)}/api/runtime`,
     fetch: nodeFetch,
     createEventSource: (url, options) =>
       new EventSource(url, {
