@@ -2,7 +2,7 @@
 // Request, Response, Headers, AbortController, URL, …) left in place, so the client talks to
 // the real daemon exactly as in Node, with no CORS emulation or fetch stand-in between.
 
-import { builtinEnvironments, type Environment } from "vitest/environments";
+import { builtinEnvironments, type Environment } from "vitest/runtime";
 
 const NODE_KEYS = [
   "fetch",
