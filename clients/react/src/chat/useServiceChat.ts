@@ -25,7 +25,10 @@ export type ServiceChatClient = Pick<
 >;
 
 export interface UseServiceChatOptions {
-  /** The runtime client (`createServiceClient`). */
+  /**
+   * The runtime client (`createServiceClient`). The hook uses the latest one for each call;
+   * a new client object does not restart the conversation's stream.
+   */
   client: ServiceChatClient;
   /** The agent of a conversation the hook creates (default: the runtime's). */
   agentId?: string;
@@ -91,7 +94,7 @@ function asError(error: unknown): Error {
 
 /** The chat hook. See `UseServiceChatOptions` and `docs/react.md`. */
 export function useServiceChat(options: UseServiceChatOptions): UseServiceChatResult {
-  const { client, conversationId: givenConversationId } = options;
+  const { conversationId: givenConversationId } = options;
   const [createdConversationId, setCreatedConversationId] = useState<string | undefined>(undefined);
   const conversationId = givenConversationId ?? createdConversationId;
   const [chat, setChat] = useState<ChatEventReducerState>(initialChatState);
@@ -136,6 +139,9 @@ export function useServiceChat(options: UseServiceChatOptions): UseServiceChatRe
       setError(undefined);
     }
     following.current = { id: conversationId, created: createdHere };
+    // The client of this render: a new client object (made inline, say) does not restart
+    // the stream; a new conversation does.
+    const client = latest.current.client;
     let stop: (() => void) | undefined;
     let cancelled = false;
     const follow = (afterOffset: number | undefined) => {
@@ -183,7 +189,7 @@ export function useServiceChat(options: UseServiceChatOptions): UseServiceChatRe
       cancelled = true;
       stop?.();
     };
-  }, [client, conversationId, apply]);
+  }, [conversationId, apply]);
 
   useEffect(() => {
     mounted.current = true;
