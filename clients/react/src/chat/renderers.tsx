@@ -104,7 +104,7 @@ export function FormWidget({ input, output, submitted, disabled, submit, promptI
     submit(Object.fromEntries(fields.map((field) => [field.name, values[field.name]?.trim() ?? ""])));
   };
   return (
-    <form className="cairn-chat__widget cairn-chat__form" onSubmit={onSubmit} data-prompt-id={promptId} aria-label="Form">
+    <form className="cairn-chat__widget cairn-chat__form" onSubmit={onSubmit} data-prompt-id={promptId}>
       <fieldset disabled={disabled || submitted}>
         <Title input={input} />
         {fields.map((field) => {
@@ -210,7 +210,6 @@ export function DateWidget({ input, output, submitted, disabled, submit, promptI
     <form
       className="cairn-chat__widget cairn-chat__date"
       data-prompt-id={promptId}
-      aria-label="Date"
       onSubmit={(event) => {
         event.preventDefault();
         if (date !== "" && !disabled && !submitted) submit({ date });

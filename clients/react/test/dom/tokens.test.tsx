@@ -74,8 +74,14 @@ describe("useServiceChat with a conversation token", () => {
     await act(async () => {
       expect(await result.current.sendMessage("book a demo")).toBe(true);
     });
-    await waitFor(() => expect(result.current.messages.map((message) => message.text)).toEqual(["book a demo", "Happy to set that up. Where can we reach you?"]), { timeout: 10_000 });
-    expect(result.current.prompts[0]?.kind).toBe("form");
+    // From the event stream, which the token opens too (as `?token=`: EventSource sends no headers).
+    await waitFor(() => {
+      expect(result.current.messages.map(({ text, status }) => ({ text, status }))).toEqual([
+        { text: "book a demo", status: "sent" },
+        { text: "Happy to set that up. Where can we reach you?", status: "sent" },
+      ]);
+      expect(result.current.prompts[0]?.kind).toBe("form");
+    }, { timeout: 10_000 });
 
     // Without a conversation the hook would create one: a token may not.
     const { result: stray } = renderHook(() => useServiceChat({ client: pageClient(token) }));
