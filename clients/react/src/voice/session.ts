@@ -210,6 +210,10 @@ export class VoiceSession {
     this.nextEventId += 1;
     const eventId = `cairn_react_${this.nextEventId}`;
     this.ownEventIds.add(eventId);
+    // Only the newest few can still be answered; forget the rest.
+    if (this.ownEventIds.size > 32) {
+      this.ownEventIds.delete(this.ownEventIds.values().next().value as string);
+    }
     this.protocol.sendEvent({ ...event, event_id: eventId });
   }
 

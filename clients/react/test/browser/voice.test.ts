@@ -26,7 +26,7 @@ afterEach(async () => {
 });
 
 /** Chromium with a fresh profile whose microphone plays `wav` (looped unless `loop` is false). */
-async function launch(wav: string, loop: boolean): Promise<BrowserContext> {
+async function launch(wav: string, loop: boolean, grantMicrophone = true): Promise<BrowserContext> {
   const profile = mkdtempSync(join(tmpdir(), "cairn-react-chromium-"));
   const browser = await chromium.launchPersistentContext(profile, {
     executablePath: inject("chromiumPath"),
@@ -40,7 +40,8 @@ async function launch(wav: string, loop: boolean): Promise<BrowserContext> {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
-      "--use-fake-ui-for-media-stream",
+      // Answers the permission prompt with "allow"; without it the prompt is refused.
+      ...(grantMicrophone ? ["--use-fake-ui-for-media-stream"] : []),
       "--use-fake-device-for-media-stream",
       `--use-file-for-fake-audio-capture=${wav}${loop ? "" : "%noloop"}`,
       "--autoplay-policy=no-user-gesture-required",
@@ -219,5 +220,18 @@ describe("useServiceVoice in Chromium", () => {
     expect(state.startError).toBe(alert);
     expect(state.errors).toEqual([alert]);
     expect(await page.getByTestId("stream").textContent()).toBe("no stream");
+  });
+
+  it("puts a refused microphone in error, and starts no conversation", async () => {
+    const speech = speechWav("Hello.", 100, 500);
+    const page = await openPage(await launch(speech.path, false, false), {});
+    const before = (await client.listConversations({ limit: 200 })).conversations.length;
+    await page.getByRole("button", { name: "Start talking" }).click();
+    await page.getByTestId("status").filter({ hasText: /^error$/ }).waitFor(WAIT);
+    const state = await recorded(page);
+    expect(state.statuses).toEqual(["idle", "requestingPermission", "error"]);
+    expect(state.startError).toMatch(/permission/i);
+    expect(state.created).toEqual([]);
+    expect((await client.listConversations({ limit: 200 })).conversations.length).toBe(before);
   });
 });
