@@ -128,6 +128,15 @@ export function useServiceChat(options: UseServiceChatOptions): UseServiceChatRe
   // event stream, the single source of what the chat shows.
   useEffect(() => {
     if (conversationId === undefined) {
+      if (following.current.id !== undefined) {
+        // The conversation was taken away: an empty chat, the next send creates one.
+        following.current = { id: undefined, created: false };
+        setChat(initialChatState);
+        setCleared(new Set());
+        setSubmitting(new Map());
+        setError(undefined);
+        setPhase("idle");
+      }
       return;
     }
     const createdHere = following.current.created && following.current.id === conversationId;

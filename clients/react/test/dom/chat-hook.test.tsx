@@ -148,3 +148,19 @@ describe("useServiceChat", () => {
     expect(result.current.prompts[0]?.status).toBe("open");
   });
 });
+
+describe("useServiceChat switching conversations", () => {
+  it("shows the conversation it is given, and a new one when it changes", async () => {
+    const first = (await client.createConversation({})).conversation.id;
+    const second = (await client.createConversation({})).conversation.id;
+    await client.sendMessage(first, "hello");
+    await client.sendMessage(second, "thanks");
+    const { result, rerender } = renderHook(({ id }: { id: string }) => useServiceChat({ client, conversationId: id }), {
+      initialProps: { id: first },
+    });
+    await waitFor(() => expect(result.current.messages.map((message) => message.text)[0]).toBe("hello"), WAIT);
+    rerender({ id: second });
+    await waitFor(() => expect(result.current.messages.map((message) => message.text)).toEqual(["thanks", "You're welcome!"]), WAIT);
+    expect(result.current.conversationId).toBe(second);
+  });
+});
