@@ -69,7 +69,7 @@ function to48k(samples: Int16Array, from: number): Int16Array {
  * Writes `text` spoken by espeak-ng, with `leadingMs` of silence before and `trailingMs`
  * after, to a fresh 48 kHz WAV file; returns its path and how long the speech lasts.
  */
-export function speechWav(text: string, leadingMs: number, trailingMs: number): { path: string; speechMs: number } {
+export function speechWav(text: string, leadingMs: number, trailingMs: number): { path: string; dir: string; speechMs: number } {
   const dir = mkdtempSync(join(tmpdir(), "cairn-react-speech-"));
   const raw = join(dir, "espeak.wav");
   execFileSync("espeak-ng", ["-w", raw, text]);
@@ -81,5 +81,5 @@ export function speechWav(text: string, leadingMs: number, trailingMs: number): 
   all.set(speech, lead);
   const path = join(dir, "speech.wav");
   writeWav(path, all);
-  return { path, speechMs: Math.round((speech.length * 1000) / RATE) };
+  return { path, dir, speechMs: Math.round((speech.length * 1000) / RATE) };
 }

@@ -10,12 +10,13 @@ import { createServiceClient, type RuntimeEvent } from "@cairn/client";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterEach, describe, expect, inject, it } from "vitest";
 
-import { speechWav } from "./speech.js";
+import { speechWav as makeSpeech } from "./speech.js";
 
 const client = createServiceClient({ baseUrl: `${inject("voiceDaemonUrl")}/api/runtime`, fetch });
 const WAIT = { timeout: 90_000 };
 
 let open: { browser: BrowserContext; profile: string } | undefined;
+const speechDirs: string[] = [];
 
 afterEach(async () => {
   if (open !== undefined) {
@@ -23,7 +24,15 @@ afterEach(async () => {
     rmSync(open.profile, { recursive: true, force: true });
     open = undefined;
   }
+  for (const dir of speechDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+
+/** A speech WAV for the fake microphone, removed after the test. */
+function speechWav(text: string, leadingMs: number, trailingMs: number) {
+  const speech = makeSpeech(text, leadingMs, trailingMs);
+  speechDirs.push(speech.dir);
+  return speech;
+}
 
 /** Chromium with a fresh profile whose microphone plays `wav` (looped unless `loop` is false). */
 async function launch(wav: string, loop: boolean, grantMicrophone = true): Promise<BrowserContext> {
