@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("cairn-runtime", 2),
     ("cairn-client", 2),
     ("cairn-store-sqlite", 2),
+    ("cairn-store-postgres", 2),
     ("cairn-memory", 2),
     ("cairn-api", 3),
     ("cairn-embed", 3),
@@ -43,6 +44,9 @@ const RUNTIME_CRATE_BUDGET: usize = 150;
 const CONFINED: &[(&str, &[&str])] = &[
     ("rusqlite", &["cairn-store-sqlite"]),
     ("r2d2_sqlite", &["cairn-store-sqlite"]),
+    ("tokio-postgres", &["cairn-store-postgres"]),
+    ("deadpool-postgres", &["cairn-store-postgres"]),
+    ("postgres-types", &["cairn-store-postgres"]),
     ("hyper", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client"]),
     ("hyper-util", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client"]),
     ("ureq", &["cairn-agents", "cairn-embed"]),

@@ -12,6 +12,7 @@ mod keys;
 mod migrations;
 mod rows;
 mod search;
+mod transfer;
 mod vectors;
 
 use std::path::Path;

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use cairn_types::runtime::{ChannelSegment, VoiceConnection};
 use cairn_types::{Conversation, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
 
-use crate::Result;
+use crate::{ChangeListener, LockAttempt, Result, SharedLock};
 
 /// An event to append; the store gives it its id, offset and time.
 #[derive(Debug, Clone, PartialEq)]
@@ -271,4 +271,24 @@ pub trait ConversationStore: Send + Sync {
     ) -> Result<Option<VoiceSegmentRecord>>;
 
     async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>>;
+
+    /// Takes the lock `name`, shared with every process on this store, waiting for it;
+    /// `None` when the store is not shared (there is nothing to exclude: an in-process lock
+    /// is enough). The lock is held until the [`SharedLock`] is dropped.
+    async fn lock(&self, name: &str) -> Result<Option<SharedLock>> {
+        let _ = name;
+        Ok(None)
+    }
+
+    /// Takes the lock `name` if no one holds it; see [`ConversationStore::lock`].
+    async fn try_lock(&self, name: &str) -> Result<LockAttempt> {
+        let _ = name;
+        Ok(LockAttempt::Unshared)
+    }
+
+    /// Registers `listener` for what other processes on this store change. A store used by
+    /// one process never calls it.
+    fn listen(&self, listener: ChangeListener) {
+        let _ = listener;
+    }
 }

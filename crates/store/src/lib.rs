@@ -7,9 +7,12 @@
 pub mod conformance;
 mod connectors;
 mod conversations;
+mod shared;
+pub mod transfer;
 
 pub use connectors::*;
 pub use conversations::*;
+pub use shared::*;
 
 use async_trait::async_trait;
 use cairn_types::{
@@ -361,4 +364,18 @@ pub trait VectorStore: Send + Sync {
 
     /// Every current vector of `model` for memories that are not archived.
     async fn load_embeddings(&self, model: &str) -> Result<Vec<(String, Vec<f32>)>>;
+
+    /// The current vectors of `model` for these memories (those that have one and are not
+    /// archived). The default filters [`VectorStore::load_embeddings`]; a backend shared by
+    /// several processes reads only the rows asked for.
+    async fn load_embeddings_of(
+        &self,
+        model: &str,
+        ids: &[String],
+    ) -> Result<Vec<(String, Vec<f32>)>> {
+        let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut vectors = self.load_embeddings(model).await?;
+        vectors.retain(|(id, _)| wanted.contains(id.as_str()));
+        Ok(vectors)
+    }
 }

@@ -857,8 +857,10 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
 
 mod connectors;
 mod conversations;
+mod shared;
 mod voice;
 
 pub use connectors::{FailingSyncStore, InjectedFailure, run_connectors};
 use conversations::create;
 pub use conversations::{run_conversations, sample_conversation};
+pub use shared::run_shared;

@@ -1,0 +1,1 @@
+//! Conversions between PostgreSQL rows and Cairn's memory types.

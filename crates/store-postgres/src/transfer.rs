@@ -1,0 +1,2 @@
+//! [`cairn_store::transfer::Transfer`] for PostgreSQL: export in one snapshot, import into an
+//! empty schema.
