@@ -151,3 +151,88 @@ CREATE TABLE voice_segments (
     app text, client text
 );
 CREATE INDEX voice_segments_by_conversation ON voice_segments (conversation_id);
+
+-- One commit of the conversation runtime, lock to COMMIT in one round trip (called in
+-- autocommit): the conversation's row is the counter, locked FOR UPDATE, so offsets are
+-- gapless and in commit order whichever daemons append. Returns one row whose o_outcome
+-- is 'committed', 'duplicate' (the idempotency key was used: nothing changed; the o_key_*
+-- columns and offsets say by what) or 'not_found'. SQLSTATE CA001: the key was committed
+-- meanwhile by another conversation's commit (everything here is rolled back).
+CREATE FUNCTION cairn_commit(
+    p_conversation text, p_ids text[], p_kinds text[], p_data text[], p_at bigint,
+    p_at_json text,         -- serde_json of the Timestamp, for the snapshot's updatedAt
+    p_lifecycle text,       -- NULL: unchanged
+    p_snapshot text,        -- NULL: unchanged (serde_json of the Snapshot)
+    p_open_ids text[], p_open_kinds text[], p_open_inputs text[], p_open_index bigint[],
+    p_close_ids text[], p_close_outputs text[],
+    p_key text, p_fingerprint text, p_channel text)
+RETURNS TABLE (o_outcome text, o_agent_id text, o_channel text, o_context text,
+               o_lifecycle text, o_created_at bigint, o_first_offset bigint,
+               o_end_offset bigint, o_key_conversation text, o_key_created_at bigint,
+               o_key_fingerprint text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c conversations%ROWTYPE;
+    k runtime_idempotency%ROWTYPE;
+    n bigint := coalesce(cardinality(p_ids), 0);
+    new_life text;
+    snap text;
+BEGIN
+    SELECT * INTO c FROM conversations WHERE id = p_conversation FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::text, NULL::text, NULL::text,
+            NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;
+        RETURN;
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT * INTO k FROM runtime_idempotency WHERE key = p_key;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'duplicate'::text, NULL::text, NULL::text, NULL::text,
+                NULL::text, NULL::bigint, k.first_offset, k.end_offset, k.conversation_id,
+                k.created_at, k.fingerprint;
+            RETURN;
+        END IF;
+    END IF;
+
+    INSERT INTO runtime_events (conversation_id, event_offset, id, kind, created_at, data)
+        SELECT p_conversation, c.next_offset + u.o - 1, u.i, u.kd, p_at, u.d
+        FROM unnest(p_ids, p_kinds, p_data) WITH ORDINALITY AS u(i, kd, d, o);
+
+    -- The snapshot carries the lifecycle and updatedAt, so it follows a lifecycle change
+    -- even when the commit brings no snapshot of its own.
+    new_life := coalesce(p_lifecycle, c.lifecycle);
+    snap := CASE WHEN p_snapshot IS NOT NULL THEN p_snapshot
+                 WHEN new_life <> c.lifecycle THEN c.snapshot END;
+    IF snap IS NOT NULL THEN
+        snap := jsonb_set(jsonb_set(snap::jsonb, '{lifecycle}', to_jsonb(new_life)),
+                          '{updatedAt}', p_at_json::jsonb)::text;
+    END IF;
+    UPDATE conversations SET lifecycle = new_life, updated_at = p_at,
+        next_offset = c.next_offset + n, snapshot = coalesce(snap, conversations.snapshot)
+        WHERE id = p_conversation;
+
+    INSERT INTO runtime_prompts (conversation_id, prompt_id, widget_kind, input, prompt_offset)
+        SELECT p_conversation, u.i, u.w, u.inp, c.next_offset + u.x
+        FROM unnest(p_open_ids, p_open_kinds, p_open_inputs, p_open_index) AS u(i, w, inp, x);
+    -- An answered prompt keeps its first answer.
+    UPDATE runtime_prompts r SET output = u.o
+        FROM (SELECT DISTINCT ON (v.i) v.i, v.o
+              FROM unnest(p_close_ids, p_close_outputs) WITH ORDINALITY AS v(i, o, n)
+              ORDER BY v.i, v.n) AS u
+        WHERE r.conversation_id = p_conversation AND r.prompt_id = u.i AND r.output IS NULL;
+
+    IF p_key IS NOT NULL THEN
+        INSERT INTO runtime_idempotency
+            (key, conversation_id, first_offset, end_offset, created_at, fingerprint)
+            VALUES (p_key, p_conversation, c.next_offset, c.next_offset + n, p_at, p_fingerprint)
+            ON CONFLICT (key) DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'idempotency key % was used meanwhile', p_key USING ERRCODE = 'CA001';
+        END IF;
+    END IF;
+    IF n > 0 THEN
+        PERFORM pg_notify(p_channel, p_conversation || ' ' || (c.next_offset + n));
+    END IF;
+    RETURN QUERY SELECT 'committed'::text, c.agent_id, c.channel::text, c.context, new_life,
+        c.created_at, c.next_offset, c.next_offset + n, NULL::text, NULL::bigint, NULL::text;
+END $$;

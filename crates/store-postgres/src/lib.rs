@@ -5,9 +5,6 @@
 //! migrations run under an advisory lock, offsets and idempotency kept by the database, and
 //! a LISTEN/NOTIFY doorbell that tells each daemon what the others changed.
 
-// The skeleton: helpers the trait modules use once they are filled in.
-#![allow(dead_code)]
-
 mod audit;
 mod config;
 mod conflicts;
@@ -31,9 +28,11 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cairn_store::{Result, StoreError};
 
+pub use config::redact_url;
 pub use deadpool_postgres::Transaction;
 
 /// How to reach the database and how much of it to use.
@@ -79,28 +78,209 @@ pub struct PgStore {
 
 struct Shared {
     schema: String,
+    /// This store's random id: in its sessions' `application_name` and in the payloads of
+    /// its notifications, so it can tell its own.
+    instance: String,
+    /// Connections for statements.
+    pool: deadpool_postgres::Pool,
+    /// Connections that hold shared locks.
+    locks: deadpool_postgres::Pool,
+    channels: notify::Channels,
+    feed: Arc<notify::Feed>,
+    listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("PgStore").field("schema", &self.shared.schema).finish()
+        formatter
+            .debug_struct("PgStore")
+            .field("schema", &self.shared.schema)
+            .field("instance", &self.shared.instance)
+            .finish()
     }
 }
 
 /// The future a transaction body returns, borrowing the transaction and its data.
 pub(crate) type TxFuture<'c, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
 
+/// How long a caller waits for a pooled connection, or for a new one to be made.
+const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// How many times a transaction runs at most when it meets a serialization failure, a
+/// deadlock or a connection closed before its commit was sent.
+const ATTEMPTS: u32 = 4;
+
+/// A random id of 8 hex digits for this store.
+fn new_instance() -> String {
+    use sha2::Digest;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    let seed = format!(
+        "{nanos}:{}:{}:{:?}",
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        std::thread::current().id()
+    );
+    hex::encode(&sha2::Sha256::digest(seed.as_bytes())[..4])
+}
+
+fn pool(
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    size: usize,
+) -> Result<deadpool_postgres::Pool> {
+    let manager = deadpool_postgres::Manager::from_config(
+        config,
+        tls,
+        deadpool_postgres::ManagerConfig {
+            // A closed connection (a restarted server, a terminated session) is dropped when
+            // it comes back to the pool; a live one is handed out without a round trip.
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        },
+    );
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(POOL_WAIT))
+        .recycle_timeout(Some(POOL_WAIT))
+        .build()
+        .map_err(|error| StoreError::Backend(format!("connection pool: {error}").into()))
+}
+
+/// Connects one connection outside the pools (migrations, the listener), its socket driven
+/// by a task of its own.
+pub(crate) async fn connect(
+    config: &tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<tokio_postgres::Client> {
+    let (client, connection) = config.connect(tls).await.map_err(pg)?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "database connection ended");
+        }
+    });
+    Ok(client)
+}
+
+/// Whether `error` is worth running the transaction again for: a serialization failure, a
+/// deadlock, or a connection that closed (the statement never reached a commit).
+fn retryable(error: &StoreError) -> bool {
+    let StoreError::Backend(source) = error else {
+        return false;
+    };
+    let Some(error) = source.downcast_ref::<tokio_postgres::Error>() else {
+        return false;
+    };
+    if error.is_closed() {
+        return true;
+    }
+    matches!(
+        error.code(),
+        Some(code) if *code == tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == tokio_postgres::error::SqlState::T_R_DEADLOCK_DETECTED
+    )
+}
+
+/// Runs `future` on its own task and waits for it: a caller that stops waiting cannot cut
+/// it short between a commit and what follows. A panic in it is resumed here.
+pub(crate) async fn spawn<T: Send + 'static>(
+    future: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(future).await {
+        Ok(result) => result,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => Err(StoreError::backend(error)),
+    }
+}
+
 impl PgStore {
     /// Connects, runs the migrations this binary knows (under an advisory lock, so daemons
     /// starting together migrate once) and starts listening when `options.listen`.
     pub async fn open(options: PgOptions) -> Result<PgStore> {
-        let _ = options;
-        Err(not_yet())
+        let instance = new_instance();
+        let options = PgOptions {
+            application_name: format!("{}/{instance}", options.application_name),
+            ..options
+        };
+        let statements = config::pg_config(&options, config::Purpose::Statements)?;
+        let lock_sessions = config::pg_config(&options, config::Purpose::Locks)?;
+        let admin = config::pg_config(&options, config::Purpose::Admin)?;
+        let tls = config::tls(&options)?;
+
+        let mut client = connect(&admin, tls.clone()).await?;
+        migrations::apply(&mut client, &options.schema, migrations::MIGRATIONS).await?;
+        drop(client);
+
+        let channels = notify::Channels::new(&options.schema);
+        let feed = Arc::new(notify::Feed::new(&instance, channels.clone()));
+        let listener = if options.listen {
+            let (handle, connected) =
+                notify::spawn_listener(feed.clone(), admin.clone(), tls.clone());
+            // Whatever is committed once the store is open is heard (unless the server cannot
+            // be reached now: the listener keeps trying, and streams poll meanwhile).
+            let _ = tokio::time::timeout(POOL_WAIT, connected).await;
+            Some(handle)
+        } else {
+            None
+        };
+        let shared = Shared {
+            schema: options.schema.clone(),
+            instance,
+            pool: pool(statements, tls.clone(), options.pool_size)?,
+            locks: pool(lock_sessions, tls.clone(), options.lock_connections)?,
+            channels,
+            feed,
+            listener,
+        };
+        tracing::info!(
+            url = %config::redact_url(&options.url),
+            schema = %shared.schema,
+            tls = config::uses_tls(&admin),
+            "opened the PostgreSQL store"
+        );
+        Ok(PgStore { shared: Arc::new(shared) })
     }
 
     /// The schema this store's tables live in.
     pub fn schema(&self) -> &str {
         &self.shared.schema
+    }
+
+    /// This store's id, as in its sessions' `application_name` (`<name>/<instance>`).
+    pub fn instance(&self) -> &str {
+        &self.shared.instance
+    }
+
+    pub(crate) fn channels(&self) -> &notify::Channels {
+        &self.shared.channels
+    }
+
+    pub(crate) fn feed(&self) -> &notify::Feed {
+        &self.shared.feed
+    }
+
+    pub(crate) fn lock_pool(&self) -> &deadpool_postgres::Pool {
+        &self.shared.locks
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client> {
+        self.shared
+            .pool
+            .get()
+            .await
+            .map_err(|error| StoreError::Backend(format!("database connection: {error}").into()))
     }
 
     /// Runs `body` in a transaction on a pooled connection, to completion even when the
@@ -115,12 +295,42 @@ impl PgStore {
             + Sync
             + 'static,
     {
-        let _ = (data, body);
-        Err(not_yet())
+        let store = self.clone();
+        spawn(async move {
+            let mut attempt = 1;
+            loop {
+                match store.transaction_once(&data, &body).await {
+                    Err(Attempt::Again(error)) if attempt < ATTEMPTS => {
+                        tracing::debug!(%error, attempt, "retrying a transaction");
+                        tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+                        attempt += 1;
+                    }
+                    Err(Attempt::Again(error) | Attempt::Failed(error)) => return Err(error),
+                    Ok(value) => return Ok(value),
+                }
+            }
+        })
+        .await
+    }
+
+    async fn transaction_once<D, T, F>(&self, data: &D, body: &F) -> Result<T, Attempt>
+    where
+        F: for<'c> Fn(&'c PgStore, &'c Transaction<'c>, &'c D) -> TxFuture<'c, T>,
+    {
+        let classify = |error: StoreError| {
+            if retryable(&error) { Attempt::Again(error) } else { Attempt::Failed(error) }
+        };
+        let mut client = self.client().await.map_err(Attempt::Failed)?;
+        let tx = client.transaction().await.map_err(|error| classify(pg(error)))?;
+        let value = body(self, &tx, data).await.map_err(classify)?;
+        // Whatever happens to the commit is the caller's to know: it may have landed.
+        tx.commit().await.map_err(|error| Attempt::Failed(pg(error)))?;
+        Ok(value)
     }
 
     /// Runs `body` on a pooled connection without an explicit transaction (each statement
-    /// sees its own snapshot), to completion even when the caller stops waiting.
+    /// sees its own snapshot), to completion even when the caller stops waiting; once more
+    /// on another connection when the first was found closed. For reads only.
     pub(crate) async fn read<D, T, F>(&self, data: D, body: F) -> Result<T>
     where
         D: Send + Sync + 'static,
@@ -130,9 +340,60 @@ impl PgStore {
             + Sync
             + 'static,
     {
-        let _ = (data, body);
-        Err(not_yet())
+        self.on_client(data, body, 2).await
     }
+
+    /// Runs `body` once on a pooled connection without an explicit transaction, to
+    /// completion even when the caller stops waiting: for a write that is one statement (so
+    /// atomic by itself), never repeated, since a connection lost after the statement was
+    /// sent leaves unknown whether it committed.
+    pub(crate) async fn call<D, T, F>(&self, data: D, body: F) -> Result<T>
+    where
+        D: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c PgStore, &'c deadpool_postgres::Client, &'c D) -> TxFuture<'c, T>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.on_client(data, body, 1).await
+    }
+
+    async fn on_client<D, T, F>(&self, data: D, body: F, attempts: u32) -> Result<T>
+    where
+        D: Send + Sync + 'static,
+        T: Send + 'static,
+        F: for<'c> Fn(&'c PgStore, &'c deadpool_postgres::Client, &'c D) -> TxFuture<'c, T>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let store = self.clone();
+        spawn(async move {
+            let mut attempt = 1;
+            loop {
+                let client = store.client().await?;
+                match body(&store, &client, &data).await {
+                    Err(error) if attempt < attempts && closed(&error) => attempt += 1,
+                    result => return result,
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// How one run of a transaction failed.
+enum Attempt {
+    /// Worth another run.
+    Again(StoreError),
+    Failed(StoreError),
+}
+
+/// Whether `error` is a connection found closed.
+fn closed(error: &StoreError) -> bool {
+    matches!(error, StoreError::Backend(source)
+        if source.downcast_ref::<tokio_postgres::Error>().is_some_and(tokio_postgres::Error::is_closed))
 }
 
 /// The error of what is not built yet.
@@ -153,4 +414,40 @@ pub(crate) fn lock_key(schema: &str, name: &str) -> i64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);
     i64::from_be_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_store::ConversationStore;
+
+    use crate::testing::TestCluster;
+    use crate::{PgOptions, PgStore};
+
+    /// Options for tests: small pools, the schema given.
+    pub(crate) fn options(url: &str, schema: &str) -> PgOptions {
+        PgOptions {
+            schema: schema.to_owned(),
+            pool_size: 4,
+            lock_connections: 4,
+            application_name: "cairn-test".to_owned(),
+            ..PgOptions::new(url)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_store_passes_the_conversation_conformance_suite() {
+        let cluster = TestCluster::start();
+        let url = cluster.create_database();
+        let mut n = 0;
+        cairn_store::conformance::run_conversations(|| {
+            n += 1;
+            let options = options(&url, &format!("conv_{n}"));
+            async move {
+                Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn ConversationStore>
+            }
+        })
+        .await;
+    }
 }
