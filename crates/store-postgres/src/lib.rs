@@ -417,37 +417,4 @@ pub(crate) fn lock_key(schema: &str, name: &str) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use cairn_store::ConversationStore;
-
-    use crate::testing::TestCluster;
-    use crate::{PgOptions, PgStore};
-
-    /// Options for tests: small pools, the schema given.
-    pub(crate) fn options(url: &str, schema: &str) -> PgOptions {
-        PgOptions {
-            schema: schema.to_owned(),
-            pool_size: 4,
-            lock_connections: 4,
-            application_name: "cairn-test".to_owned(),
-            ..PgOptions::new(url)
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn postgres_store_passes_the_conversation_conformance_suite() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
-        let mut n = 0;
-        cairn_store::conformance::run_conversations(|| {
-            n += 1;
-            let options = options(&url, &format!("conv_{n}"));
-            async move {
-                Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn ConversationStore>
-            }
-        })
-        .await;
-    }
-}
+mod tests;

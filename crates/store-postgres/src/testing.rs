@@ -20,7 +20,14 @@ pub struct TestCluster {
     /// The user the server runs as when we are root (initdb and postgres refuse root).
     run_as: Option<&'static str>,
     databases: AtomicU32,
+    /// Server settings given at start (`-c name=value`).
+    settings: &'static str,
 }
+
+/// Settings for tests: fast, not durable against a crash of the server's machine.
+const FAST: &str = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+/// PostgreSQL's own defaults: every commit flushed to disk before it is acknowledged.
+const DURABLE: &str = "-c fsync=on -c synchronous_commit=on -c full_page_writes=on";
 
 /// Where PostgreSQL's server binaries are: `CAIRN_PG_BIN`, else the newest
 /// `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`.
@@ -76,9 +83,20 @@ fn describe(output: &Output) -> String {
 }
 
 impl TestCluster {
-    /// Creates and starts a server. Panics, saying why, when PostgreSQL is not installed or
+    /// Creates and starts a server with settings for tests (`fsync=off`,
+    /// `synchronous_commit=off`). Panics, saying why, when PostgreSQL is not installed or
     /// does not start.
     pub fn start() -> TestCluster {
+        TestCluster::start_with(FAST)
+    }
+
+    /// Creates and starts a server with PostgreSQL's durable defaults (`fsync=on`,
+    /// `synchronous_commit=on`), for measurements an operator would see.
+    pub fn start_durable() -> TestCluster {
+        TestCluster::start_with(DURABLE)
+    }
+
+    fn start_with(settings: &'static str) -> TestCluster {
         let bin = find_binaries().unwrap_or_else(|message| panic!("{message}"));
         let run_as = is_root().then_some("postgres");
         let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().expect("a temporary dir");
@@ -98,7 +116,8 @@ impl TestCluster {
                 .output()
                 .expect("run chown");
         }
-        let mut cluster = TestCluster { dir, port: 0, bin, run_as, databases: AtomicU32::new(0) };
+        let mut cluster =
+            TestCluster { dir, port: 0, bin, run_as, databases: AtomicU32::new(0), settings };
         let data = cluster.data_dir();
         let initdb = cluster
             .command("initdb")
@@ -149,10 +168,11 @@ impl TestCluster {
 
     fn pg_ctl_start(&self) -> Output {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 {} -c max_connections=300 \
+             -c shared_buffers=128MB",
             self.port,
-            self.socket_dir().display()
+            self.socket_dir().display(),
+            self.settings
         );
         self.command("pg_ctl")
             .arg("-D")

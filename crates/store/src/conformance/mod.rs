@@ -863,4 +863,4 @@ mod voice;
 pub use connectors::{FailingSyncStore, InjectedFailure, run_connectors};
 use conversations::create;
 pub use conversations::{run_conversations, sample_conversation};
-pub use shared::run_shared;
+pub use shared::{run_shared, run_shared_conversations};

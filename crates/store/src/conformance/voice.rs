@@ -26,11 +26,11 @@ where
 }
 
 /// The token's expiry in the samples.
-const EXPIRES_AT: i64 = 60_000;
+pub(super) const EXPIRES_AT: i64 = 60_000;
 
 /// A pending segment of `conversation_id`, started at 1,000, its token (hash `token_hash`)
 /// good until [`EXPIRES_AT`], with every optional field given.
-fn sample_segment(conversation_id: &str, token_hash: &str) -> VoiceSegmentRecord {
+pub(super) fn sample_segment(conversation_id: &str, token_hash: &str) -> VoiceSegmentRecord {
     let segment_id = new_id(IdPrefix::ChannelSegment);
     VoiceSegmentRecord {
         segment: ChannelSegment {
@@ -60,7 +60,7 @@ fn sample_segment(conversation_id: &str, token_hash: &str) -> VoiceSegmentRecord
 }
 
 /// A 64-character hex string standing for a token's sha256.
-fn hash(n: u8) -> String {
+pub(super) fn hash(n: u8) -> String {
     format!("{n:02x}").repeat(32)
 }
 

@@ -1,0 +1,302 @@
+//! The store on a real PostgreSQL: the conformance suites, and what several daemons on one
+//! database rely on (migrations run once, offsets across stores, the listener and the pools
+//! recovering from dropped connections and a restarted server).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cairn_store::conformance::sample_conversation;
+use cairn_store::{
+    Commit, CommitOutcome, ConversationStore, ExternalChange, KeyStore, NewEvent, Store,
+};
+use cairn_types::{ApiKey, Role, Snapshot, Timestamp};
+
+use crate::testing::TestCluster;
+use crate::{PgOptions, PgStore};
+
+/// Options for tests: small pools, the schema given.
+pub(crate) fn options(url: &str, schema: &str) -> PgOptions {
+    PgOptions {
+        schema: schema.to_owned(),
+        pool_size: 4,
+        lock_connections: 4,
+        application_name: "cairn-test".to_owned(),
+        ..PgOptions::new(url)
+    }
+}
+
+async fn open(url: &str, schema: &str) -> PgStore {
+    PgStore::open(options(url, schema)).await.unwrap()
+}
+
+fn event(n: u64) -> NewEvent {
+    NewEvent { kind: "said".to_owned(), data: serde_json::json!({"n": n}) }
+}
+
+/// Creates a conversation with no events; its id.
+async fn conversation(store: &PgStore) -> String {
+    let conversation = sample_conversation("agent-a", 1_000);
+    let snapshot = Snapshot::empty(&conversation);
+    store.create_conversation(&conversation, &snapshot, &[]).await.unwrap().unwrap();
+    conversation.id
+}
+
+/// Asserts the log holds offsets 0..n exactly; returns n.
+async fn assert_gapless(store: &PgStore, id: &str) -> u64 {
+    let log = store.list_events(id, None, u32::MAX).await.unwrap();
+    let offsets: Vec<u64> = log.iter().map(|event| event.offset).collect();
+    assert_eq!(offsets, (0..log.len() as u64).collect::<Vec<_>>(), "gapless");
+    log.len() as u64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_passes_the_conversation_conformance_suite() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let mut n = 0;
+    cairn_store::conformance::run_conversations(|| {
+        n += 1;
+        let options = options(&url, &format!("conv_{n}"));
+        async move { Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn ConversationStore> }
+    })
+    .await;
+}
+
+/// Two stores (two daemons) on one fresh schema.
+async fn two(url: &str, schema: &str) -> (Arc<dyn Store>, Arc<dyn Store>) {
+    let (a, b) =
+        tokio::join!(PgStore::open(options(url, schema)), PgStore::open(options(url, schema)));
+    (Arc::new(a.unwrap()) as Arc<dyn Store>, Arc::new(b.unwrap()) as Arc<dyn Store>)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_database_behave_as_one() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let mut n = 0;
+    cairn_store::conformance::run_shared_conversations(&mut || {
+        n += 1;
+        let url = url.clone();
+        async move { two(&url, &format!("shared_{n}")).await }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_and_tokens_are_found_by_hash_until_revoked() {
+    let cluster = TestCluster::start();
+    let store = open(&cluster.create_database(), "public").await;
+    let key = |id: &str, at: i64| ApiKey {
+        id: id.to_owned(),
+        name: Some(format!("{id} key")),
+        role: Role::Admin,
+        prefix: "cairn_ab".to_owned(),
+        hash: format!("{id}-hash"),
+        created_at: Timestamp::from_millis(at),
+        revoked_at: None,
+    };
+    store.insert_key(&key("k2", 2)).await.unwrap();
+    store.insert_key(&key("k1", 1)).await.unwrap();
+    assert_eq!(store.find_active_key("k1-hash").await.unwrap(), Some(key("k1", 1)));
+    assert!(store.insert_key(&key("k1", 3)).await.is_err(), "ids and hashes are unique");
+    let listed: Vec<String> =
+        store.list_keys().await.unwrap().into_iter().map(|key| key.id).collect();
+    assert_eq!(listed, ["k1", "k2"], "oldest first");
+    assert!(store.revoke_key("k1", Timestamp::from_millis(5)).await.unwrap());
+    assert!(!store.revoke_key("k1", Timestamp::from_millis(6)).await.unwrap(), "once");
+    assert!(!store.revoke_key("nope", Timestamp::from_millis(6)).await.unwrap());
+    assert_eq!(store.find_active_key("k1-hash").await.unwrap(), None);
+    let revoked = store.list_keys().await.unwrap();
+    assert_eq!(revoked[0].revoked_at, Some(Timestamp::from_millis(5)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_opening_at_once_migrate_once() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { PgStore::open(options(&url, "fresh")).await })
+        })
+        .collect();
+    for open in opens {
+        open.await.unwrap().expect("every store opens");
+    }
+    assert_eq!(
+        cluster
+            .psql(&database, "SELECT string_agg(version::text, ',') FROM fresh.cairn_migrations"),
+        "1",
+        "each migration applied once"
+    );
+    // And it is in that schema only.
+    assert_eq!(
+        cluster.psql(&database, "SELECT count(*) FROM pg_tables WHERE tablename = 'conversations'"),
+        "1"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_migration_refuses_to_start_and_a_newer_one_is_tolerated() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    drop(open(&url, "public").await);
+
+    cluster.psql(
+        &database,
+        "INSERT INTO cairn_migrations (version, name, checksum) VALUES (99, 'from the future', 'x')",
+    );
+    drop(open(&url, "public").await);
+
+    cluster.psql(&database, "UPDATE cairn_migrations SET checksum = 'edited' WHERE version = 1");
+    let error = PgStore::open(options(&url, "public")).await.unwrap_err();
+    assert!(error.to_string().contains("changed after it shipped"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_through_two_stores_get_offsets_in_commit_order() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let id = conversation(&a).await;
+    let mut tasks = Vec::new();
+    for task in 0..8u64 {
+        let store = if task % 2 == 0 { a.clone() } else { b.clone() };
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut offsets = Vec::new();
+            for n in 0..200 {
+                let commit = Commit::events(&id, vec![event(n)], Timestamp::from_millis(2));
+                let CommitOutcome::Committed { events, .. } = store.commit(&commit).await.unwrap()
+                else {
+                    panic!("the commit applies");
+                };
+                offsets.push(events[0].offset);
+            }
+            offsets
+        }));
+    }
+    let mut all = BTreeSet::new();
+    for task in tasks {
+        let offsets = task.await.unwrap();
+        assert!(offsets.windows(2).all(|pair| pair[0] < pair[1]), "each task's in its order");
+        all.extend(offsets);
+    }
+    assert_eq!(all, (0..1_600).collect(), "offsets 0..1599, each once");
+    assert_eq!(assert_gapless(&b, &id).await, 1_600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_stop_waiting_leave_consistent_conversations() {
+    let cluster = TestCluster::start();
+    let store = open(&cluster.create_database(), "public").await;
+    let id = conversation(&store).await;
+    let mut acknowledged = 0u64;
+    for n in 0..200u64 {
+        let commit = Commit::events(&id, vec![event(n), event(n)], Timestamp::from_millis(2));
+        // Give up after a few microseconds to a few milliseconds: some commits are cut off.
+        let patience = Duration::from_micros(50 + (n * 37) % 3_000);
+        if tokio::time::timeout(patience, store.commit(&commit)).await.is_ok() {
+            acknowledged += 1;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let logged = assert_gapless(&store, &id).await;
+    assert!(logged >= acknowledged * 2, "no acknowledged commit is lost");
+    assert_eq!(logged % 2, 0, "every commit whole or not at all");
+    let commit = Commit::events(&id, vec![event(0)], Timestamp::from_millis(3));
+    let CommitOutcome::Committed { events, .. } = store.commit(&commit).await.unwrap() else {
+        panic!("the commit applies");
+    };
+    assert_eq!(events[0].offset, logged, "the counter and the log agree");
+}
+
+/// A listener that keeps what it hears.
+fn recorder(store: &PgStore) -> Arc<Mutex<Vec<ExternalChange>>> {
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let kept = heard.clone();
+    store
+        .listen(Arc::new(move |change: &ExternalChange| kept.lock().unwrap().push(change.clone())));
+    heard
+}
+
+async fn wait_for(what: &str, within: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let started = Instant::now();
+    while !done().await {
+        assert!(started.elapsed() < within, "{what} did not happen within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn heard_append(heard: &Mutex<Vec<ExternalChange>>, id: &str, next: u64) -> bool {
+    heard.lock().unwrap().iter().any(|change| {
+        matches!(change, ExternalChange::Appended { conversation_id, next_offset }
+            if conversation_id == id && *next_offset == next)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_recovers_from_dropped_connections_by_itself() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let heard = recorder(&a);
+    let id = conversation(&b).await;
+    b.commit(&Commit::events(&id, vec![event(1)], Timestamp::from_millis(2))).await.unwrap();
+    wait_for("the first append is heard", Duration::from_secs(1), async || {
+        heard_append(&heard, &id, 1)
+    })
+    .await;
+
+    assert!(a.get_conversation(&id).await.unwrap().is_some(), "a pooled connection is open");
+    // Every session of store `a` (its pools and its listener) ends, as in a network cut.
+    let ended = cluster.terminate_sessions(&format!("%/{}", a.instance()));
+    assert!(ended >= 2, "the listener and a pooled connection: {ended}");
+    wait_for("the listener says it is down, then back", Duration::from_secs(5), async || {
+        let heard = heard.lock().unwrap();
+        let poll = heard.iter().position(|change| *change == ExternalChange::Poll);
+        let resync = heard.iter().rposition(|change| *change == ExternalChange::Resync);
+        matches!((poll, resync), (Some(poll), Some(resync)) if poll < resync)
+    })
+    .await;
+    wait_for("store `a` answers again", Duration::from_secs(5), async || {
+        a.get_conversation(&id).await.is_ok()
+    })
+    .await;
+    b.commit(&Commit::events(&id, vec![event(2)], Timestamp::from_millis(3))).await.unwrap();
+    wait_for("appends are heard again", Duration::from_secs(2), async || {
+        heard_append(&heard, &id, 2)
+    })
+    .await;
+    let commit = Commit::events(&id, vec![event(3)], Timestamp::from_millis(4));
+    assert!(matches!(a.commit(&commit).await.unwrap(), CommitOutcome::Committed { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_carries_on_after_the_server_restarts() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let heard = recorder(&a);
+    let id = conversation(&a).await;
+    heard.lock().unwrap().clear();
+    cluster.restart();
+    wait_for("both stores commit again", Duration::from_secs(10), async || {
+        let commit = Commit::events(&id, vec![event(1)], Timestamp::from_millis(2));
+        a.commit(&commit).await.is_ok() && b.commit(&commit).await.is_ok()
+    })
+    .await;
+    wait_for("the listener resyncs", Duration::from_secs(5), async || {
+        heard.lock().unwrap().contains(&ExternalChange::Resync)
+    })
+    .await;
+    let before = assert_gapless(&a, &id).await;
+    b.commit(&Commit::events(&id, vec![event(9)], Timestamp::from_millis(3))).await.unwrap();
+    wait_for("appends are heard after the restart", Duration::from_secs(2), async || {
+        heard_append(&heard, &id, before + 1)
+    })
+    .await;
+}
