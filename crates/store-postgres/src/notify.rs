@@ -136,8 +136,9 @@ impl Feed {
     fn decode(&self, channel: &str, payload: &str) -> Option<ExternalChange> {
         let mut words = payload.split(' ');
         if channel == self.channels.events {
-            let conversation_id = words.next()?.to_owned();
-            let next_offset = words.next()?.parse().ok()?;
+            let (conversation_id, next_offset) = payload.rsplit_once(' ')?;
+            let next_offset = next_offset.parse().ok()?;
+            let conversation_id = conversation_id.to_owned();
             return Some(ExternalChange::Appended { conversation_id, next_offset });
         }
         let from = words.next()?;
@@ -162,31 +163,44 @@ fn ids<'a>(words: impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 /// Starts the listener: one connection, LISTENing on the schema's channels, reconnecting
-/// (100 ms, doubling to 2 s) whenever it is lost. The receiver hears when it first listens.
+/// (100 ms, doubling to 2 s) whenever it is lost, and telling listeners to poll every
+/// 500 ms while it is not listening. The receiver hears when it first listens.
 pub(crate) fn spawn_listener(
     feed: Arc<Feed>,
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
 ) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<()>) {
     let (first, connected) = oneshot::channel();
-    let handle = tokio::spawn(async move {
-        let mut first = Some(first);
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            if listen_once(&feed, &config, tls.clone(), &mut first).await {
-                backoff = Duration::from_millis(100);
+    let up = Arc::new(AtomicBool::new(false));
+    let listening = {
+        let (feed, up) = (feed.clone(), up.clone());
+        async move {
+            let mut first = Some(first);
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                if listen_once(&feed, &config, tls.clone(), &mut first, &up).await {
+                    backoff = Duration::from_millis(100);
+                }
+                up.store(false, Ordering::SeqCst);
+                feed.emit(&ExternalChange::Poll);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
-            // Down: streams poll meanwhile, until the next try.
-            feed.emit(&ExternalChange::Poll);
-            let mut waited = Duration::ZERO;
-            while waited < backoff {
-                let step = POLL_EVERY.min(backoff - waited);
-                tokio::time::sleep(step).await;
-                waited += step;
+        }
+    };
+    let polling = async move {
+        let mut every = tokio::time::interval(POLL_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if !up.load(Ordering::SeqCst) {
+                // Down: notifications are being lost, so streams poll meanwhile.
                 feed.emit(&ExternalChange::Poll);
             }
-            backoff = (backoff * 2).min(Duration::from_secs(2));
         }
+    };
+    let handle = tokio::spawn(async move {
+        tokio::join!(listening, polling);
     });
     (handle, connected)
 }
@@ -197,6 +211,7 @@ async fn listen_once(
     config: &tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     first: &mut Option<oneshot::Sender<()>>,
+    up: &AtomicBool,
 ) -> bool {
     let (client, mut connection) = match config.connect(tls).await {
         Ok(connected) => connected,
@@ -223,6 +238,7 @@ async fn listen_once(
     );
     let listening = client.batch_execute(&listen).await.is_ok();
     if listening {
+        up.store(true, Ordering::SeqCst);
         feed.connected();
         if let Some(first) = first.take() {
             let _ = first.send(());
