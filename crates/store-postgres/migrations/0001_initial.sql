@@ -203,7 +203,17 @@ BEGIN
     new_life := coalesce(p_lifecycle, c.lifecycle);
     snap := CASE WHEN p_snapshot IS NOT NULL THEN p_snapshot
                  WHEN new_life <> c.lifecycle THEN c.snapshot END;
-    IF snap IS NOT NULL THEN
+    -- Snapshots are serde_json's text of the Snapshot struct: conversationId first (an id,
+    -- nothing to escape), lifecycle second, updatedAt last, so both are set in the text,
+    -- which keeps every byte of the rest (jsonb would refuse a \u0000 in it). Text of
+    -- another shape goes through jsonb.
+    IF snap ~ '^\{"conversationId":"[^"\\]*","lifecycle":"[a-z]+",'
+       AND snap ~ ',"updatedAt":"[^"\\]*"\}$' THEN
+        snap := regexp_replace(snap, '^(\{"conversationId":"[^"\\]*","lifecycle":)"[a-z]+"',
+                               '\1' || to_jsonb(new_life)::text);
+        snap := regexp_replace(snap, ',"updatedAt":"[^"\\]*"\}$',
+                               ',"updatedAt":' || p_at_json || '}');
+    ELSIF snap IS NOT NULL THEN
         snap := jsonb_set(jsonb_set(snap::jsonb, '{lifecycle}', to_jsonb(new_life)),
                           '{updatedAt}', p_at_json::jsonb)::text;
     END IF;

@@ -300,3 +300,43 @@ async fn a_store_carries_on_after_the_server_restarts() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_keep_text_that_jsonb_would_refuse() {
+    let cluster = TestCluster::start();
+    let store = open(&cluster.create_database(), "public").await;
+    let conversation = sample_conversation("agent-a", 1_000);
+    store.create_conversation(&conversation, &Snapshot::empty(&conversation), &[]).await.unwrap();
+    let snapshot = Snapshot {
+        journey_context: Some(serde_json::json!({
+            "said": "nul \u{0} here",
+            "nested": {"lifecycle": "active", "updatedAt": "x"},
+        })),
+        ..Snapshot::empty(&conversation)
+    };
+    let commit = Commit {
+        lifecycle: Some(cairn_types::Lifecycle::Handoff),
+        snapshot: Some(snapshot.clone()),
+        ..Commit::events(&conversation.id, vec![event(1)], Timestamp::from_millis(2_000))
+    };
+    assert!(matches!(store.commit(&commit).await.unwrap(), CommitOutcome::Committed { .. }));
+    let expected = Snapshot {
+        lifecycle: cairn_types::Lifecycle::Handoff,
+        updated_at: Timestamp::from_millis(2_000),
+        ..snapshot.clone()
+    };
+    assert_eq!(store.get_snapshot(&conversation.id).await.unwrap(), Some(expected.clone()));
+
+    // A lifecycle change without a snapshot rewrites the stored one.
+    let close = Commit {
+        lifecycle: Some(cairn_types::Lifecycle::Closed),
+        ..Commit::events(&conversation.id, vec![], Timestamp::from_millis(3_000))
+    };
+    assert!(matches!(store.commit(&close).await.unwrap(), CommitOutcome::Committed { .. }));
+    let closed = Snapshot {
+        lifecycle: cairn_types::Lifecycle::Closed,
+        updated_at: Timestamp::from_millis(3_000),
+        ..expected
+    };
+    assert_eq!(store.get_snapshot(&conversation.id).await.unwrap(), Some(closed));
+}
