@@ -13,6 +13,7 @@ mod memories;
 mod retrieval;
 mod retrieval_semantic;
 mod runtime;
+mod scale_out;
 mod system;
 mod trust;
 mod util;
