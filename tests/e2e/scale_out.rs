@@ -103,7 +103,7 @@ async fn concurrent_senders_through_three_daemons_keep_offsets_gapless() {
             for n in 0..PER_SENDER {
                 let daemon = &daemons[(sender + n) % 3];
                 let reply = custom_event(daemon, id, sender * PER_SENDER + n).await;
-                assert_eq!(reply.status, 200, "{reply:?}");
+                assert_eq!(reply.status, 201, "{reply:?}");
                 acknowledged.push(reply.body["event"]["id"].as_str().unwrap().to_owned());
             }
             acknowledged
@@ -143,7 +143,7 @@ async fn an_event_stream_on_one_daemon_sees_appends_through_the_others_in_order(
         let through = if n % 2 == 0 { &b } else { &c };
         let sent = Instant::now();
         let reply = custom_event(through, &id, n).await;
-        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(reply.status, 201, "{reply:?}");
         let message = stream.next().await.expect("the stream goes on");
         latencies.push(sent.elapsed());
         assert_eq!(message.id.as_deref(), Some((start + n).to_string().as_str()), "in order");
@@ -216,7 +216,7 @@ async fn a_memory_written_on_one_daemon_is_found_on_the_others() {
         .await;
     let found = b.get("/api/search?q=quokkaservice").await;
     assert_eq!(found.status, 200, "{found:?}");
-    assert_eq!(found.body["results"][0]["memory"]["id"], id.as_str(), "{found:?}");
+    assert_eq!(found.body["hits"][0]["memory"]["id"], id.as_str(), "{found:?}");
     let pack =
         c.post("/api/context", json!({"task": "ship the quokkaservice", "repo": "shop"})).await;
     assert_eq!(pack.status, 200, "{pack:?}");
@@ -225,7 +225,7 @@ async fn a_memory_written_on_one_daemon_is_found_on_the_others() {
     let archived = b.delete(&format!("/api/memories/{id}")).await;
     assert_eq!(archived.status, 200, "{archived:?}");
     let gone = c.get("/api/search?q=quokkaservice").await;
-    assert_eq!(gone.body["results"], json!([]), "{gone:?}");
+    assert_eq!(gone.body["hits"], json!([]), "{gone:?}");
 
     // Within a second, every daemon counts the same memories.
     let deadline = Instant::now() + Duration::from_secs(1);
@@ -327,7 +327,7 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
     loop {
         let reply = custom_event(&b, &id, n).await;
         n += 1;
-        if reply.status == 200 {
+        if reply.status == 201 {
             break;
         }
         assert!(Instant::now() < deadline, "B did not recover within 5 s: {reply:?}");
@@ -337,13 +337,13 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
     let message = stream.next().await.expect("the stream goes on");
     assert_eq!(message.id.as_deref(), Some(start.to_string().as_str()));
     let reply = custom_event(&b, &id, 1000).await;
-    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.status, 201, "{reply:?}");
     // Then a restart of the server itself.
     cluster.restart();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if a.get("/api/memories").await.status == 200
-            && custom_event(&b, &id, 2000).await.status == 200
+            && custom_event(&b, &id, 2000).await.status == 201
         {
             break;
         }
