@@ -109,6 +109,39 @@ mod tests {
         assert!(tokenize("  ,;  ").is_empty());
     }
 
+    /// The tokens of every line of `tests/data/fts5-input.txt` against what SQLite's FTS5
+    /// made of it (`tests/data/make-golden.sh`): all lines of ASCII text identical, at least
+    /// 99.9 % of all lines.
+    #[test]
+    fn tokens_match_sqlites_golden_file() {
+        let input = include_str!("../../tests/data/fts5-input.txt");
+        let golden = include_str!("../../tests/data/fts5-tokens.tsv");
+        let expected: Vec<&str> = golden
+            .lines()
+            .map(|line| line.split_once('\t').map_or("", |(_, tokens)| tokens))
+            .collect();
+        let lines: Vec<&str> = input.lines().collect();
+        assert_eq!(lines.len(), expected.len(), "one golden line per input line");
+        let mut mismatches = Vec::new();
+        for (line, expected) in lines.iter().zip(&expected) {
+            let tokens = tokenize(line).join(" ");
+            if tokens != *expected {
+                mismatches.push((line, tokens, expected));
+            }
+        }
+        for (line, tokens, expected) in &mismatches {
+            eprintln!("{line:?}: ours {tokens:?}, FTS5 {expected:?}");
+        }
+        let ascii = mismatches.iter().filter(|(line, _, _)| line.is_ascii()).count();
+        assert_eq!(ascii, 0, "every line of ASCII text tokenizes as FTS5 does");
+        assert!(
+            mismatches.len() * 1000 <= lines.len(),
+            "{} of {} lines differ",
+            mismatches.len(),
+            lines.len()
+        );
+    }
+
     #[test]
     fn documents_count_terms_per_column() {
         let document = Document::of("deploy the deploys", &["deploy".to_owned()]);
