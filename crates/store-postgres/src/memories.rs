@@ -69,7 +69,17 @@ pub(crate) async fn corpus(client: &(impl GenericClient + ?Sized)) -> Result<(u6
 
 /// Writes the postings of a live memory; its length in tokens.
 async fn index(tx: &(impl GenericClient + ?Sized), pk: i64, memory: &Memory) -> Result<i32> {
-    let document = Document::of(&memory.content, &memory.tags);
+    index_memory(tx, pk, &memory.content, &memory.tags).await
+}
+
+/// Writes the postings of the live memory `pk` with this text; its length in tokens.
+pub(crate) async fn index_memory(
+    tx: &(impl GenericClient + ?Sized),
+    pk: i64,
+    content: &str,
+    tags: &[String],
+) -> Result<i32> {
+    let document = Document::of(content, tags);
     let mut terms = Vec::with_capacity(document.terms.len());
     let mut content = Vec::with_capacity(document.terms.len());
     let mut tags = Vec::with_capacity(document.terms.len());
