@@ -1,5 +1,6 @@
-//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys; the
-//! other subcommands are clients of a running daemon (through `cairn-client`).
+//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys;
+//! `cairn migrate` moves a solo daemon's data to PostgreSQL; the other subcommands are
+//! clients of a running daemon (through `cairn-client`).
 
 mod client;
 mod connectors;
@@ -7,6 +8,7 @@ mod conversations;
 mod hook;
 mod keys;
 mod memories;
+mod migrate;
 mod model;
 mod serve;
 mod voice;
@@ -33,6 +35,8 @@ enum Command {
     /// Creates, lists and revokes API keys (works while the daemon runs).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Moves a solo daemon's SQLite data into a PostgreSQL database and verifies the copy.
+    Migrate(migrate::MigrateArgs),
     /// Installs the local models: embeddings, or with `--voice` speech recognition.
     #[command(subcommand)]
     Model(model::ModelCommand),
@@ -220,7 +224,10 @@ pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon says what it does; a client command speaks only when something is wrong.
-    let quiet = !matches!(cli.command, Command::Serve(_) | Command::Keys(_) | Command::Model(_));
+    let quiet = !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Keys(_) | Command::Model(_) | Command::Migrate(_)
+    );
     let level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -238,6 +245,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => done(serve::run(*args).await),
             Command::Keys(command) => done(keys::run(command).await),
+            Command::Migrate(args) => done(migrate::run(args).await),
             Command::Connectors(command) => done(connectors::run(command).await),
             Command::Model(command) => done(model::run(command).await),
             Command::Memories(command) => memories::memories(command).await,
