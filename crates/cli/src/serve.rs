@@ -579,4 +579,102 @@ pub(crate) mod tests {
         .expect("A's stream is told to read again and finds B's append after the drop");
         assert!(woken >= 1);
     }
+
+    /// An engine over `args`'s store that embeds with a hashing stand-in for a model, and
+    /// hears the other daemons as `serve` wires it.
+    async fn engine(args: &StoreArgs) -> (Engine, Arc<dyn cairn_store::Store>) {
+        let store = args.open_store(true).await.unwrap().store;
+        let embedder = Arc::new(cairn_memory::embed::HashingEmbedder::new(64));
+        let engine = Engine::new(store.clone()).with_embedder(embedder);
+        let runtime =
+            DefaultRuntime::new(store.clone(), Some(engine.clone()), RuntimeConfig::default());
+        listen_to_other_daemons(store.as_ref(), &runtime, &engine);
+        (engine, store)
+    }
+
+    /// Waits up to `seconds` for `check` to come true.
+    async fn eventually<F: std::future::Future<Output = bool>>(
+        seconds: u64,
+        check: impl Fn() -> F,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        while tokio::time::Instant::now() < deadline {
+            if check().await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        check().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn engines_on_one_database_decide_one_at_a_time_and_share_one_embedder() {
+        let cluster = TestCluster::start();
+        let url = cluster.create_database();
+        let dir = tempfile::tempdir().unwrap();
+        let args = store_args(dir.path(), Some(&url));
+        let ((a, _), (b, b_store)) = (engine(&args).await, engine(&args).await);
+
+        // A memory written through A is found by meaning through B: one of them embeds,
+        // and the other takes the vectors in when the store announces them.
+        let new = |content: &str| cairn_types::NewMemory {
+            content: content.to_owned(),
+            scope: cairn_types::Scope::User,
+            repo: None,
+            tags: vec![],
+            source: None,
+            metadata: Default::default(),
+        };
+        let memory = a.create_memory(new("the staging cluster restarts nightly"), "t").await;
+        let memory = memory.unwrap();
+        let by_meaning = || cairn_types::SearchQuery {
+            q: Some("staging cluster restarts nightly".to_owned()),
+            mode: Some(cairn_types::RetrievalMode::Semantic),
+            ..cairn_types::SearchQuery::default()
+        };
+        for (name, engine) in [("A", &a), ("B", &b)] {
+            let found = eventually(10, || async {
+                let hits = engine.search(by_meaning()).await.unwrap().hits;
+                hits.first().is_some_and(|hit| hit.memory.id == memory.id)
+            });
+            assert!(found.await, "{name} finds the memory by meaning");
+        }
+        let embedders = cluster.psql(
+            url.rsplit('/').next().unwrap(),
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted",
+        );
+        assert_eq!(embedders, "1", "one daemon holds the embedder lock, the other waits");
+
+        // A decision on A waits while B decides.
+        let held = b_store.lock("memory/decisions").await.unwrap().unwrap();
+        let archive = tokio::spawn({
+            let (a, id) = (a.clone(), memory.id.clone());
+            async move { a.archive_memory(&id, "t").await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!archive.is_finished(), "A's decision waits for B's");
+        drop(held);
+        let archived = tokio::time::timeout(Duration::from_secs(5), archive).await.unwrap();
+        assert!(archived.unwrap().unwrap().archived_at.is_some());
+
+        // A sync of a connector another daemon is syncing is refused, as a local one is.
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("notes.md"), "deploys run from main").unwrap();
+        let connector = cairn_types::NewConnector {
+            kind: cairn_types::ConnectorKind::Folder,
+            path: folder.path().display().to_string(),
+            name: None,
+            scope: None,
+            repo: None,
+            max_commits: None,
+        };
+        let connector = a.add_connector(connector).await.unwrap();
+        let claim = b_store.try_lock(&format!("connector/{}", connector.id)).await.unwrap();
+        assert!(matches!(claim, cairn_store::LockAttempt::Held(_)));
+        let busy = a.sync_connector(&connector.id, "t").await.unwrap_err();
+        assert!(matches!(busy, cairn_memory::Error::SyncRunning(_)), "{busy}");
+        drop(claim);
+        let synced = eventually(5, || async { a.sync_connector(&connector.id, "t").await.is_ok() });
+        assert!(synced.await, "the sync runs once B lets go");
+    }
 }
