@@ -205,6 +205,13 @@ impl Engine {
                     self.entry_tokens.remove(id);
                 }
                 self.wake_embedder(ids.len());
+                if let Some(semantic) = &self.semantic
+                    && !ids.is_empty()
+                {
+                    // Erased memories' vectors leave this daemon's index too, not only when
+                    // a search meets them.
+                    semantic.forget_erased(self.store.clone(), ids.clone());
+                }
             }
             ExternalChange::Vectors { model, ids } => {
                 let Some(semantic) = &self.semantic else { return };

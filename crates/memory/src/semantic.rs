@@ -101,6 +101,26 @@ impl Semantic {
         });
     }
 
+    /// Forgets the vectors of those of `ids` the store no longer has (erased by another
+    /// daemon). Runs in the background; the caller does not wait.
+    pub(crate) fn forget_erased(self: &Arc<Self>, store: Arc<dyn Store>, ids: Vec<String>) {
+        let semantic = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let kept: HashSet<String> = match store.get_memories(&ids).await {
+                Ok(memories) => memories.into_iter().map(|memory| memory.id).collect(),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot check for erased memories");
+                    return;
+                }
+            };
+            if let Some(semantic) = semantic.upgrade() {
+                for id in ids.iter().filter(|id| !kept.contains(*id)) {
+                    semantic.remove(id);
+                }
+            }
+        });
+    }
+
     /// Forgets an erased memory's vector (on a blocking thread: a scan may hold the index).
     pub(crate) fn remove(&self, id: &str) {
         let (index, id) = (self.index.clone(), id.to_owned());
@@ -634,6 +654,15 @@ mod tests {
         assert!(!known(&second));
         reader.external_change(&ExternalChange::Resync);
         assert!(eventually(|| known(&second) && known(&first)).await, "a resync reloads all");
+
+        // Memories another daemon erased leave the index when it says so.
+        let erase =
+            cairn_types::ErasureRequest { memory_ids: vec![first.clone()], ..Default::default() };
+        writer.erase(erase, "t").await.unwrap();
+        let ids = vec![first.clone(), second.clone()];
+        reader.external_change(&ExternalChange::Memories { ids });
+        assert!(eventually(|| !known(&first)).await, "the erased memory's vector is dropped");
+        assert!(known(&second), "the one still stored stays");
     }
 
     #[test]
