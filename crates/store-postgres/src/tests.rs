@@ -377,3 +377,13 @@ async fn tls_is_verified_against_the_given_ca() {
     );
     assert_eq!(cluster.psql(&database, &sql), "false");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_an_error_not_a_hang() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://postgres@127.0.0.1:{port}/cairn");
+    let started = Instant::now();
+    let error = PgStore::open(options(&url, "public")).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    assert!(error.to_string().contains("storage backend failed"), "{error}");
+}
