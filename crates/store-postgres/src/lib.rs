@@ -285,7 +285,11 @@ impl PgStore {
 
     /// Runs `body` in a transaction on a pooled connection, to completion even when the
     /// caller stops waiting, and commits it; a serialization failure or deadlock is retried
-    /// (up to 3 times), as is a connection found closed before the commit was sent.
+    /// (up to 3 times), as is a connection found closed before the commit was sent. `body`
+    /// may therefore run more than once: it must not act outside the transaction.
+    ///
+    /// The transaction is READ COMMITTED; a body that reads twice and needs one snapshot
+    /// starts with `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`.
     pub(crate) async fn tx_with_retry<D, T, F>(&self, data: D, body: F) -> Result<T>
     where
         D: Send + Sync + 'static,

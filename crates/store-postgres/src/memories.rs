@@ -162,6 +162,116 @@ pub(crate) async fn insert_memory_row(
     Ok(counts)
 }
 
+/// Inserts memories with their postings and `create` audit entries in a few statements
+/// (one per table, whatever the batch's size); how they move the counts.
+async fn insert_memory_rows(
+    tx: &(impl GenericClient + ?Sized),
+    memories: &[Memory],
+    actor: &str,
+) -> Result<Counts> {
+    let documents: Vec<Option<Document>> = memories
+        .iter()
+        .map(|memory| {
+            memory.archived_at.is_none().then(|| Document::of(&memory.content, &memory.tags))
+        })
+        .collect();
+    let column = |get: fn(&Memory) -> String| memories.iter().map(get).collect::<Vec<_>>();
+    let ids = column(|memory| memory.id.clone());
+    let contents = column(|memory| memory.content.clone());
+    let scopes = column(|memory| memory.scope.as_str().to_owned());
+    let statuses = column(|memory| memory.status.as_str().to_owned());
+    let repos: Vec<Option<String>> = memories.iter().map(|memory| memory.repo.clone()).collect();
+    let tags: Vec<serde_json::Value> =
+        memories.iter().map(|memory| json_value(&memory.tags)).collect();
+    let sources: Vec<Option<String>> =
+        memories.iter().map(|memory| memory.source.clone()).collect();
+    let metadata: Vec<serde_json::Value> =
+        memories.iter().map(|memory| json_value(&memory.metadata)).collect();
+    let millis = |get: fn(&Memory) -> Option<Timestamp>| {
+        memories.iter().map(|memory| get(memory).map(Timestamp::as_millis)).collect::<Vec<_>>()
+    };
+    let created = millis(|memory| Some(memory.created_at));
+    let updated = millis(|memory| Some(memory.updated_at));
+    let recalled = millis(|memory| memory.last_recalled_at);
+    let archived = millis(|memory| memory.archived_at);
+    let recall_counts: Vec<i64> =
+        memories.iter().map(|memory| memory.recall_count as i64).collect();
+    let lengths: Vec<i32> = documents
+        .iter()
+        .map(|document| document.as_ref().map_or(0, |document| document.length))
+        .collect();
+    let rows = query(
+        tx,
+        "INSERT INTO memories (id, content, scope, status, repo, tags, source, metadata, \
+         created_at, updated_at, last_recalled_at, recall_count, archived_at, doc_tokens) \
+         SELECT u.id, u.content, u.scope, u.status, u.repo, u.tags, u.source, u.metadata, \
+         u.created_at, u.updated_at, u.last_recalled_at, u.recall_count, u.archived_at, \
+         u.doc_tokens \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+         $6::jsonb[], $7::text[], $8::jsonb[], $9::bigint[], $10::bigint[], $11::bigint[], \
+         $12::bigint[], $13::bigint[], $14::int[]) WITH ORDINALITY AS u(id, content, scope, \
+         status, repo, tags, source, metadata, created_at, updated_at, last_recalled_at, \
+         recall_count, archived_at, doc_tokens, n) \
+         ORDER BY u.n RETURNING pk, id",
+        &[
+            &ids,
+            &contents,
+            &scopes,
+            &statuses,
+            &repos,
+            &tags,
+            &sources,
+            &metadata,
+            &created,
+            &updated,
+            &recalled,
+            &recall_counts,
+            &archived,
+            &lengths,
+        ],
+    )
+    .await?;
+    let pks: HashMap<String, i64> = rows.iter().map(|row| (row.get(1), row.get(0))).collect();
+    let mut counts = Counts::default();
+    let (mut terms, mut postings, mut in_content, mut in_tags) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (memory, document) in memories.iter().zip(documents) {
+        let Some(document) = document else { continue };
+        let pk = *pks
+            .get(&memory.id)
+            .ok_or_else(|| StoreError::Corrupt(format!("{} was not inserted", memory.id)))?;
+        counts += Counts { live: 1, tokens: i64::from(document.length) };
+        for (term, content, tags) in document.terms {
+            terms.push(term);
+            postings.push(pk);
+            in_content.push(content);
+            in_tags.push(tags);
+        }
+    }
+    if !terms.is_empty() {
+        execute(
+            tx,
+            "INSERT INTO memory_terms (term, memory_pk, content_tf, tags_tf) \
+             SELECT * FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[])",
+            &[&terms, &postings, &in_content, &in_tags],
+        )
+        .await?;
+    }
+    let audit_ids: Vec<String> =
+        memories.iter().map(|_| cairn_types::new_id(cairn_types::IdPrefix::Audit)).collect();
+    let afters: Vec<String> = memories.iter().map(crate::rows::json_text).collect();
+    execute(
+        tx,
+        "INSERT INTO audit_log (id, at, actor, action, memory_id, before, after) \
+         SELECT u.id, u.at, $3, 'create', u.memory_id, NULL, u.after \
+         FROM unnest($1::text[], $2::bigint[], $4::text[], $5::text[]) \
+         WITH ORDINALITY AS u(id, at, memory_id, after, n) ORDER BY u.n",
+        &[&audit_ids, &created, &actor, &ids, &afters],
+    )
+    .await?;
+    Ok(counts)
+}
+
 /// Applies a change to one memory (locked for the rest of the transaction) with its audit
 /// entry and postings; the memory before and after and how the counts move, or `None` when
 /// there is no such memory.
@@ -279,11 +389,7 @@ impl MemoryStore for PgStore {
         }
         self.tx_with_retry((memories.to_vec(), actor.to_owned()), |store, tx, (memories, actor)| {
             Box::pin(async move {
-                let audit = Audit { actor, action: "create" };
-                let mut counts = Counts::default();
-                for memory in memories {
-                    counts += insert_memory_row(tx, memory, &audit).await?;
-                }
+                let counts = insert_memory_rows(tx, memories, actor).await?;
                 move_counts(tx, counts).await?;
                 let ids: Vec<String> = memories.iter().map(|memory| memory.id.clone()).collect();
                 notify(store, tx, &ids).await

@@ -334,4 +334,76 @@ mod tests {
         let expected = rare * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * 4.0 / average));
         assert!((score - expected).abs() < 1e-12);
     }
+
+    /// Scores equal to what SQLite's `bm25(t, 2.0, 1.0)` gives for the same five documents
+    /// (the sqlite3 CLI, FTS5 with the backend's tokenizer; values in the comments of
+    /// `expected`), for an any-of plan, a tag match and an all-of plan.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scores_equal_sqlites_bm25() {
+        use cairn_store::MemoryStore;
+        use cairn_types::Scope;
+
+        let cluster = crate::testing::TestCluster::start();
+        let url = cluster.create_database();
+        let store = PgStore::open(crate::tests::options(&url, "bm25")).await.unwrap();
+        let documents: [(&str, &[&str]); 5] = [
+            ("The deploy script deploys to staging; deploy with care.", &["tooling", "deploy"]),
+            ("Coffee is in the kitchen. Someone mentioned a deploy once.", &[]),
+            ("Tabs, not spaces, in Makefiles.", &["tooling"]),
+            ("Staging is where the care goes.", &[]),
+            ("Nothing to see here at all, really nothing.", &["misc"]),
+        ];
+        let memories: Vec<_> = documents
+            .iter()
+            .enumerate()
+            .map(|(n, (content, tags))| {
+                let mut memory =
+                    cairn_store::conformance::sample_memory(content, Scope::User, n as i64);
+                memory.tags = tags.iter().map(|tag| (*tag).to_owned()).collect();
+                memory
+            })
+            .collect();
+        store.insert_memories(&memories, "tester").await.unwrap();
+        let client = store.client().await.unwrap();
+        let (rows, tokens) = corpus(&client).await.unwrap();
+        let scoring = Scoring { corpus: rows, average: tokens as f64 / rows as f64 };
+        let check = |plan: Plan, expected: Vec<(usize, f64)>| {
+            let (client, scoring, memories) = (&client, &scoring, &memories);
+            async move {
+                let hits = run(client, &plan, scoring, &MemoryFilter::default(), 10).await.unwrap();
+                let mut got: Vec<(usize, f64)> = hits
+                    .iter()
+                    .map(|hit| {
+                        let at = memories.iter().position(|m| m.id == hit.memory.id).unwrap();
+                        (at + 1, hit.relevance)
+                    })
+                    .collect();
+                got.sort_by_key(|(row, _)| *row);
+                assert_eq!(got.len(), expected.len(), "{plan:?}");
+                for ((row, score), (want_row, want)) in got.iter().zip(&expected) {
+                    assert_eq!(row, want_row, "{plan:?}");
+                    assert!((score - want).abs() < 1e-9, "{plan:?} row {row}: {score} vs {want}");
+                }
+            }
+        };
+        let phrase = |term: &str, documents: u64| (term.to_owned(), documents);
+        // '"deploy" OR "staging"'
+        check(
+            Plan::Any(vec![phrase("deploi", 2), phrase("stage", 2)]),
+            vec![(1, 1.036748614558446), (2, 0.439124783387007), (4, 0.503074994559872)],
+        )
+        .await;
+        // '"tooling"'
+        check(
+            Plan::Any(vec![phrase("tool", 2)]),
+            vec![(1, 0.298655472274737), (3, 0.381005326762256)],
+        )
+        .await;
+        // '"care" AND "staging"'
+        check(
+            Plan::All(vec![phrase("care", 2), phrase("stage", 2)]),
+            vec![(1, 0.851198758762494), (4, 1.006149989119743)],
+        )
+        .await;
+    }
 }
