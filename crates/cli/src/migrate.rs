@@ -137,7 +137,11 @@ fn progress_bar(show: bool, table: &str) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new_spinner();
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg:<22} {pos} rows") {
+        bar.set_style(style);
+    }
     bar.set_message(table.to_owned());
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
     bar
 }
 
