@@ -13,6 +13,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use cairn_memory::Engine;
 use cairn_memory::embed::{Embedder, HashingEmbedder};
+use cairn_store::Store;
+use cairn_store_postgres::{PgOptions, PgStore};
 use cairn_store_sqlite::SqliteStore;
 use cairn_types::{ContextRequest, NewMemory, RetrievalMode, Scope, SearchQuery};
 use serde_json::Value;
@@ -25,7 +27,20 @@ pub struct EvalOptions {
     pub hashing: bool,
     /// The token budget of the context packs.
     pub budget: u32,
+    /// Also run on PostgreSQL and compare with SQLite: `None` runs SQLite alone.
+    pub postgres: Option<PostgresTarget>,
 }
+
+/// Where the PostgreSQL side of the eval runs.
+pub enum PostgresTarget {
+    /// A throwaway server the eval starts (`--postgres`).
+    Started,
+    /// An operator's database (`--database-url URL`); the eval makes schemas `cairn_eval_<n>`.
+    Url(String),
+}
+
+/// The largest full-text recall@5 difference between the backends the eval accepts.
+const PARITY: f64 = 0.02;
 
 #[derive(Default, Clone, Copy)]
 struct Score {
@@ -60,6 +75,41 @@ impl Score {
     }
 }
 
+/// How one backend scored.
+struct Results {
+    modes: Vec<RetrievalMode>,
+    scores: HashMap<RetrievalMode, Score>,
+    context: Score,
+    context_recall: f64,
+}
+
+/// Opens a fresh, empty store for conversation `number`.
+enum Backend {
+    Sqlite,
+    Postgres { url: String, run: String },
+}
+
+impl Backend {
+    async fn open(
+        &self,
+        number: usize,
+        directory: &std::path::Path,
+    ) -> anyhow::Result<Arc<dyn Store>> {
+        Ok(match self {
+            Backend::Sqlite => Arc::new(SqliteStore::open(&directory.join("cairn.db"))?),
+            Backend::Postgres { url, run } => {
+                let options = PgOptions {
+                    schema: format!("cairn_eval_{run}_{number}"),
+                    listen: false,
+                    application_name: "cairn-eval".to_owned(),
+                    ..PgOptions::new(url)
+                };
+                Arc::new(PgStore::open(options).await?)
+            }
+        })
+    }
+}
+
 pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&options.data)
         .with_context(|| format!("cannot read {}", options.data.display()))?;
@@ -70,7 +120,67 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         "embedder: {}",
         embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned())
     );
+    let sqlite = evaluate(&options, &conversations, &embedder, &Backend::Sqlite).await?;
+    let Some(target) = &options.postgres else {
+        print_results(&sqlite, None, &options);
+        return Ok(());
+    };
+    // A started server lives until the comparison is done.
+    let (_cluster, url) = match target {
+        PostgresTarget::Started => {
+            let cluster = cairn_store_postgres::testing::TestCluster::start_durable();
+            let url = cluster.create_database();
+            (Some(cluster), url)
+        }
+        PostgresTarget::Url(url) => (None, url.clone()),
+    };
+    let run = format!("{:x}", std::process::id());
+    let postgres =
+        evaluate(&options, &conversations, &embedder, &Backend::Postgres { url, run }).await?;
+    print_results(&sqlite, Some(&postgres), &options);
+    let n = |score: &Score| score.recall5 / score.questions.max(1) as f64;
+    let difference = (n(&sqlite.scores[&RetrievalMode::Fulltext])
+        - n(&postgres.scores[&RetrievalMode::Fulltext]))
+    .abs();
+    println!("\nfull-text recall@5 differs by {difference:.4} between SQLite and PostgreSQL");
+    anyhow::ensure!(
+        difference <= PARITY,
+        "full-text recall@5 on PostgreSQL is {difference:.4} away from SQLite's (at most {PARITY})"
+    );
+    Ok(())
+}
 
+fn print_results(sqlite: &Results, postgres: Option<&Results>, options: &EvalOptions) {
+    println!("| retrieval | recall@5 | recall@10 | MRR |");
+    println!("|---|---|---|---|");
+    let backends: Vec<(&str, &Results)> = match postgres {
+        None => vec![("", sqlite)],
+        Some(postgres) => vec![(", SQLite", sqlite), (", PostgreSQL", postgres)],
+    };
+    for mode in &sqlite.modes {
+        for (name, results) in &backends {
+            println!("{}", results.scores[mode].row(&format!("search, {}{name}", mode.as_str())));
+        }
+    }
+    for (name, results) in &backends {
+        println!("{}", results.context.row(&format!("context pack (order of the pack){name}")));
+    }
+    for (name, results) in &backends {
+        println!(
+            "\n{} questions; a {}-token context pack holds {:.1} % of the evidence turns{name}.",
+            results.context.questions,
+            options.budget,
+            100.0 * results.context_recall / results.context.questions.max(1) as f64
+        );
+    }
+}
+
+async fn evaluate(
+    options: &EvalOptions,
+    conversations: &[Value],
+    embedder: &Option<Arc<dyn Embedder>>,
+    backend: &Backend,
+) -> anyhow::Result<Results> {
     let modes: Vec<RetrievalMode> = if embedder.is_some() {
         vec![RetrievalMode::Fulltext, RetrievalMode::Semantic, RetrievalMode::Hybrid]
     } else {
@@ -81,9 +191,9 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let mut context_recall = 0.0;
     for (number, conversation) in conversations.iter().enumerate() {
         let directory = tempfile::tempdir()?;
-        let store = Arc::new(SqliteStore::open(&directory.path().join("cairn.db"))?);
+        let store = backend.open(number, directory.path()).await?;
         let mut engine = Engine::new(store);
-        if let Some(embedder) = &embedder {
+        if let Some(embedder) = embedder {
             engine = engine.with_embedder(embedder.clone());
         }
         let turns = turns(&conversation["conversation"]);
@@ -148,19 +258,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         }
     }
 
-    println!("| retrieval | recall@5 | recall@10 | MRR |");
-    println!("|---|---|---|---|");
-    for mode in &modes {
-        println!("{}", scores[mode].row(&format!("search, {}", mode.as_str())));
-    }
-    println!("{}", context.row("context pack (order of the pack)"));
-    println!(
-        "\n{} questions; a {}-token context pack holds {:.1} % of the evidence turns.",
-        context.questions,
-        options.budget,
-        100.0 * context_recall / context.questions.max(1) as f64
-    );
-    Ok(())
+    Ok(Results { modes, scores, context, context_recall })
 }
 
 /// Every turn as (dia_id, memory text): `Speaker: text`, with the photo's caption if any.

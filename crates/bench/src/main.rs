@@ -235,8 +235,13 @@ async fn local_model_figures(
 }
 
 fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
-    let mut options =
-        eval::EvalOptions { data: PathBuf::new(), model_dir: None, hashing: false, budget: 500 };
+    let mut options = eval::EvalOptions {
+        data: PathBuf::new(),
+        model_dir: None,
+        hashing: false,
+        budget: 500,
+        postgres: None,
+    };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -245,6 +250,10 @@ fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
             "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
             "--budget" => options.budget = value()?.parse().context("--budget takes a number")?,
             "--hashing" => options.hashing = true,
+            "--postgres" => options.postgres = Some(eval::PostgresTarget::Started),
+            "--database-url" => {
+                options.postgres = Some(eval::PostgresTarget::Url(value()?.to_owned()));
+            }
             other => anyhow::bail!("unknown eval option `{other}`; see --help"),
         }
     }

@@ -1,10 +1,10 @@
-//! `cairn keys`: API keys, written straight to the database so they work at once, even while
-//! the daemon runs.
+//! `cairn keys`: API keys, written straight to the database (the data directory's SQLite file,
+//! or the PostgreSQL database of `--database-url`) so they work at once, even while the
+//! daemons run.
 
-use cairn_store::KeyStore;
 use cairn_types::{Role, Timestamp};
 
-use crate::DataDirArg;
+use crate::StoreArgs;
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum KeysCommand {
@@ -18,34 +18,34 @@ pub(crate) enum KeysCommand {
         #[arg(long, value_parser = key_name)]
         name: Option<String>,
         #[command(flatten)]
-        data_dir: DataDirArg,
+        store: StoreArgs,
     },
     /// Lists keys (never the keys themselves).
     List {
         #[command(flatten)]
-        data_dir: DataDirArg,
+        store: StoreArgs,
     },
     /// Revokes a key by its id (`key_…`); requests with it fail at once.
     Revoke {
         /// The key's id, as `cairn keys list` shows it (`key_…`).
         id: String,
         #[command(flatten)]
-        data_dir: DataDirArg,
+        store: StoreArgs,
     },
 }
 
 pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
     match command {
-        KeysCommand::Create { role, name, data_dir } => {
+        KeysCommand::Create { role, name, store } => {
             let role: Role = role.parse().map_err(anyhow::Error::msg)?;
-            let (_, store) = data_dir.open_store()?;
+            let store = store.open_store(false).await?.store;
             let (secret, record) = cairn_api::new_api_key(role, name);
             store.insert_key(&record).await?;
             println!("created {} with role {} (shown once; store it now):", record.id, record.role);
             println!("{secret}");
         }
-        KeysCommand::List { data_dir } => {
-            let (_, store) = data_dir.open_store()?;
+        KeysCommand::List { store } => {
+            let store = store.open_store(false).await?.store;
             let keys = store.list_keys().await?;
             if keys.is_empty() {
                 println!("no keys; create one with `cairn keys create --role admin`");
@@ -61,8 +61,8 @@ pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
                 );
             }
         }
-        KeysCommand::Revoke { id, data_dir } => {
-            let (_, store) = data_dir.open_store()?;
+        KeysCommand::Revoke { id, store } => {
+            let store = store.open_store(false).await?.store;
             if !store.revoke_key(&id, Timestamp::now()).await? {
                 anyhow::bail!("no active key has the id `{id}`; see `cairn keys list`");
             }
@@ -78,4 +78,45 @@ fn key_name(text: &str) -> Result<String, String> {
         return Err("a key's name cannot be empty; leave --name out for none".to_owned());
     }
     Ok(name.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_store_postgres::testing::TestCluster;
+
+    use super::*;
+    use crate::serve::tests::store_args;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keys_are_kept_in_the_database_the_url_names_else_in_the_data_directory() {
+        let cluster = TestCluster::start();
+        let url = cluster.create_database();
+        let dir = tempfile::tempdir().unwrap();
+        let create = |url: Option<&str>, name: &str| KeysCommand::Create {
+            role: "admin".to_owned(),
+            name: Some(name.to_owned()),
+            store: store_args(dir.path(), url),
+        };
+        run(create(Some(&url), "ops")).await.unwrap();
+        run(create(None, "solo")).await.unwrap();
+
+        let names = |keys: Vec<cairn_types::ApiKey>| -> Vec<String> {
+            keys.into_iter().filter_map(|key| key.name).collect()
+        };
+        let shared = store_args(dir.path(), Some(&url)).open_store(false).await.unwrap();
+        let keys = shared.store.list_keys().await.unwrap();
+        assert_eq!(names(keys.clone()), ["ops"]);
+        let solo = store_args(dir.path(), None).open_store(false).await.unwrap();
+        assert_eq!(names(solo.store.list_keys().await.unwrap()), ["solo"]);
+        assert!(dir.path().join("cairn.db").is_file(), "SQLite stays the default");
+
+        run(KeysCommand::Revoke {
+            id: keys[0].id.clone(),
+            store: store_args(dir.path(), Some(&url)),
+        })
+        .await
+        .unwrap();
+        let revoked = shared.store.list_keys().await.unwrap();
+        assert!(revoked[0].revoked_at.is_some(), "revoked in the database");
+    }
 }

@@ -1,5 +1,6 @@
-//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys; the
-//! other subcommands are clients of a running daemon (through `cairn-client`).
+//! The `cairn` command: `cairn serve` runs the daemon; `cairn keys` manages API keys;
+//! `cairn migrate` moves a solo daemon's data to PostgreSQL; the other subcommands are
+//! clients of a running daemon (through `cairn-client`).
 
 mod client;
 mod connectors;
@@ -7,6 +8,7 @@ mod conversations;
 mod hook;
 mod keys;
 mod memories;
+mod migrate;
 mod model;
 mod serve;
 mod voice;
@@ -14,6 +16,7 @@ mod voice;
 use std::process::ExitCode;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -32,6 +35,8 @@ enum Command {
     /// Creates, lists and revokes API keys (works while the daemon runs).
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Moves a solo daemon's SQLite data into a PostgreSQL database and verifies the copy.
+    Migrate(migrate::MigrateArgs),
     /// Installs the local models: embeddings, or with `--voice` speech recognition.
     #[command(subcommand)]
     Model(model::ModelCommand),
@@ -101,11 +106,96 @@ impl DataDirArg {
         Ok(data_dir.join("cairn.db"))
     }
 
-    fn open_store(&self) -> anyhow::Result<(PathBuf, cairn_store_sqlite::SqliteStore)> {
+    /// The data directory, created if missing.
+    fn dir(&self) -> anyhow::Result<PathBuf> {
         let database = self.database()?;
-        let store = cairn_store_sqlite::SqliteStore::open(&database)
-            .with_context(|| format!("cannot open the database {}", database.display()))?;
-        Ok((database, store))
+        Ok(database.parent().map(std::path::Path::to_path_buf).unwrap_or(database))
+    }
+}
+
+/// A PostgreSQL database shared by several daemons, instead of the SQLite file in the data
+/// directory.
+#[derive(Debug, Clone, clap::Args)]
+struct DatabaseArgs {
+    /// Keep everything in this PostgreSQL database instead of the data directory's SQLite
+    /// file, e.g. `postgres://cairn:secret@db.internal:5432/cairn?sslmode=require`; several
+    /// daemons may share it.
+    #[arg(long, env = "SERVICE_DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// The schema Cairn's tables live in (created when missing).
+    #[arg(long, env = "SERVICE_DATABASE_SCHEMA", default_value = "public")]
+    database_schema: String,
+    /// Database connections for statements, per daemon.
+    #[arg(long, env = "SERVICE_DATABASE_POOL_SIZE", default_value_t = 16)]
+    database_pool_size: usize,
+    /// Database connections that hold shared locks (a conversation's step, a sync), per
+    /// daemon.
+    #[arg(long, env = "SERVICE_DATABASE_LOCK_CONNECTIONS", default_value_t = 32)]
+    database_lock_connections: usize,
+    /// PEM certificates to verify the database server's with [default: the system's].
+    #[arg(long, env = "SERVICE_DATABASE_CA_FILE")]
+    database_ca_file: Option<PathBuf>,
+}
+
+/// Where the data lives: the data directory (always: models, voice), and the database, a
+/// SQLite file in it or a PostgreSQL server.
+#[derive(Debug, Clone, clap::Args)]
+struct StoreArgs {
+    #[command(flatten)]
+    data_dir: DataDirArg,
+    #[command(flatten)]
+    database: DatabaseArgs,
+}
+
+/// An opened store and where it is.
+struct OpenedStore {
+    store: Arc<dyn cairn_store::Store>,
+    /// Where the data is, for people: the SQLite file, or the URL without its password.
+    label: String,
+    /// The data directory (created if missing).
+    data_dir: PathBuf,
+    /// The options the daemon would give `cairn keys` to reach the same data.
+    location_flags: String,
+}
+
+impl StoreArgs {
+    /// Opens the PostgreSQL database when a URL is given (running its migrations, and
+    /// listening to other daemons when `listen`), else the data directory's SQLite file.
+    async fn open_store(&self, listen: bool) -> anyhow::Result<OpenedStore> {
+        let data_dir = self.data_dir.dir()?;
+        let Some(url) = &self.database.database_url else {
+            let database = data_dir.join("cairn.db");
+            let store = cairn_store_sqlite::SqliteStore::open(&database)
+                .with_context(|| format!("cannot open the database {}", database.display()))?;
+            return Ok(OpenedStore {
+                store: Arc::new(store),
+                label: database.display().to_string(),
+                location_flags: format!("--data-dir {}", data_dir.display()),
+                data_dir,
+            });
+        };
+        let options = self.pg_options(url, listen);
+        let label = cairn_store_postgres::redact_url(url);
+        let store = cairn_store_postgres::PgStore::open(options)
+            .await
+            .with_context(|| format!("cannot open the database {label}"))?;
+        let mut location_flags = "--database-url …".to_owned();
+        if self.database.database_schema != "public" {
+            location_flags
+                .push_str(&format!(" --database-schema {}", self.database.database_schema));
+        }
+        Ok(OpenedStore { store: Arc::new(store), label, data_dir, location_flags })
+    }
+
+    fn pg_options(&self, url: &str, listen: bool) -> cairn_store_postgres::PgOptions {
+        cairn_store_postgres::PgOptions {
+            schema: self.database.database_schema.clone(),
+            pool_size: self.database.database_pool_size.max(1),
+            lock_connections: self.database.database_lock_connections.max(1),
+            ca_file: self.database.database_ca_file.clone(),
+            listen,
+            ..cairn_store_postgres::PgOptions::new(url)
+        }
     }
 }
 
@@ -134,7 +224,10 @@ pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon says what it does; a client command speaks only when something is wrong.
-    let quiet = !matches!(cli.command, Command::Serve(_) | Command::Keys(_) | Command::Model(_));
+    let quiet = !matches!(
+        cli.command,
+        Command::Serve(_) | Command::Keys(_) | Command::Model(_) | Command::Migrate(_)
+    );
     let level = if quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -152,6 +245,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => done(serve::run(*args).await),
             Command::Keys(command) => done(keys::run(command).await),
+            Command::Migrate(args) => done(migrate::run(args).await),
             Command::Connectors(command) => done(connectors::run(command).await),
             Command::Model(command) => done(model::run(command).await),
             Command::Memories(command) => memories::memories(command).await,

@@ -8,10 +8,9 @@ use anyhow::{Context as _, bail};
 use cairn_api::{ApiConfig, AuthConfig, JwtVerifier, MemoryApi, Profile, RateLimits};
 use cairn_memory::Engine;
 use cairn_server::{ServerConfig, Services};
-use cairn_store::KeyStore;
 use tokio::net::TcpListener;
 
-use crate::DataDirArg;
+use crate::StoreArgs;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -22,7 +21,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "SERVICE_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     host: IpAddr,
     #[command(flatten)]
-    data_dir: DataDirArg,
+    store: StoreArgs,
     /// `solo`: one developer, no credentials needed. `production`: every request authenticates.
     #[arg(long, env = "SERVICE_PROFILE", default_value = "solo", value_parser = ["solo", "production"])]
     profile: String,
@@ -127,23 +126,23 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let jwt = jwt_verifier(&args, profile)?;
-    let (database, store) = args.data_dir.open_store()?;
-    let store = Arc::new(store);
+    let opened = args.store.open_store(true).await?;
+    let (store, data_dir) = (opened.store.clone(), opened.data_dir.clone());
     if profile == Profile::Production && jwt.is_none() {
         let keys = store.list_keys().await?;
         if keys.iter().all(|key| key.revoked_at.is_some()) {
             bail!(
                 "the production profile needs credentials, and none are configured: create an API key \
-                 with `cairn keys create --role admin --data-dir {}`, or set SERVICE_JWT_SECRET or \
+                 with `cairn keys create --role admin {}`, or set SERVICE_JWT_SECRET or \
                  SERVICE_JWT_PUBLIC_KEY",
-                database.parent().map(|dir| dir.display().to_string()).unwrap_or_default()
+                opened.location_flags
             );
         }
     }
 
     let roots = connector_roots(&args.connector_roots)?;
     let engine = Engine::new(store.clone()).with_connector_roots(roots);
-    let engine = with_embedder(engine, &args, database.parent().unwrap_or(&database)).await?;
+    let engine = with_embedder(engine, &args, &data_dir).await?;
     let config = ApiConfig {
         auth: AuthConfig { profile, jwt },
         rate_limits: RateLimits {
@@ -155,15 +154,13 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..ApiConfig::default()
     };
     let memory = MemoryApi::new(engine.clone(), config);
-    let data_dir = database.parent().unwrap_or(&database).to_owned();
-    let runtime =
-        runtime_handler(&args.runtime, store.clone(), engine.clone(), memory.clone(), &data_dir)?;
+    let runtime = runtime_handler(&args.runtime, store, engine.clone(), memory.clone(), &data_dir)?;
     let address = SocketAddr::new(args.host, args.port);
     let listener =
         TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
     let local = listener.local_addr()?;
     let services = Services { memory, runtime: Some(runtime), mcp: Some(mcp_http(local)?) };
-    tracing::info!(database = %database.display(), profile = %args.profile, "storage ready");
+    tracing::info!(database = %opened.label, profile = %args.profile, "storage ready");
     println!("cairn listening on http://{local}");
     let dreams =
         args.dream_every.map(|every| tokio::spawn(dream_on_schedule(engine.clone(), every)));
@@ -200,7 +197,7 @@ fn mcp_http(local: SocketAddr) -> anyhow::Result<cairn_mcp::McpHttp> {
 /// the memory API's authentication.
 fn runtime_handler(
     args: &RuntimeArgs,
-    store: Arc<cairn_store_sqlite::SqliteStore>,
+    store: Arc<dyn cairn_store::Store>,
     engine: Engine,
     memory: MemoryApi,
     data_dir: &std::path::Path,
@@ -242,7 +239,8 @@ fn runtime_handler(
         voice: args.voice.config(data_dir)?,
         ..RuntimeConfig::default()
     };
-    let runtime = DefaultRuntime::new(store, Some(engine), config);
+    let runtime = DefaultRuntime::new(store.clone(), Some(engine.clone()), config);
+    listen_to_other_daemons(store.as_ref(), &runtime, &engine);
     let mut options = HandlerOptions::new(Arc::new(runtime))
         .base_path(cairn_server::RUNTIME_BASE_PATH)
         .authorize(cairn_server::MemoryAuthorize {
@@ -262,6 +260,20 @@ fn runtime_handler(
         options = options.cors(Cors::Explicit(CorsOptions::new(args.cors_origins.clone())));
     }
     options.build().map_err(|error| anyhow::anyhow!(error))
+}
+
+/// What other daemons on the same database change reaches this one's event streams and
+/// caches (a store no other process uses reports nothing).
+fn listen_to_other_daemons(
+    store: &dyn cairn_store::Store,
+    runtime: &cairn_agents::DefaultRuntime,
+    engine: &Engine,
+) {
+    let (runtime, engine) = (runtime.clone(), engine.clone());
+    store.listen(Arc::new(move |change: &cairn_store::ExternalChange| {
+        runtime.external_change(change);
+        engine.external_change(change);
+    }));
 }
 
 async fn with_embedder(
@@ -458,4 +470,212 @@ fn web_origin(text: &str) -> Result<String, String> {
         return Err(invalid());
     }
     Ok(text.to_owned())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::time::Duration;
+
+    use cairn_agents::{DefaultRuntime, RuntimeConfig};
+    use cairn_runtime::{CreateConversationInput, CustomEventInput, Runtime};
+    use cairn_store_postgres::testing::TestCluster;
+
+    use super::*;
+    use crate::{DataDirArg, DatabaseArgs};
+
+    /// The options of a daemon on `url` (SQLite in `dir` when `None`).
+    pub(crate) fn store_args(dir: &std::path::Path, url: Option<&str>) -> StoreArgs {
+        StoreArgs {
+            data_dir: DataDirArg { data_dir: Some(dir.to_owned()) },
+            database: DatabaseArgs {
+                database_url: url.map(str::to_owned),
+                database_schema: "public".to_owned(),
+                database_pool_size: 4,
+                database_lock_connections: 4,
+                database_ca_file: None,
+            },
+        }
+    }
+
+    /// A daemon's runtime over `args`'s store, hearing the other daemons as `serve` wires it.
+    async fn daemon(args: &StoreArgs) -> (DefaultRuntime, Arc<dyn cairn_store::Store>) {
+        let store = args.open_store(true).await.unwrap().store;
+        let engine = Engine::new(store.clone());
+        let runtime =
+            DefaultRuntime::new(store.clone(), Some(engine.clone()), RuntimeConfig::default());
+        listen_to_other_daemons(store.as_ref(), &runtime, &engine);
+        (runtime, store)
+    }
+
+    fn ping(conversation_id: &str) -> CustomEventInput {
+        CustomEventInput {
+            conversation_id: conversation_id.to_owned(),
+            event: "ping".to_owned(),
+            payload: serde_json::json!({}),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn daemons_on_one_database_wake_each_others_streams_and_share_step_locks() {
+        let cluster = TestCluster::start();
+        let url = cluster.create_database();
+        let dir = tempfile::tempdir().unwrap();
+        let args = store_args(dir.path(), Some(&url));
+        let ((a, _), (b, b_store)) = (daemon(&args).await, daemon(&args).await);
+
+        let conversation = a.create_conversation(CreateConversationInput::default()).await.unwrap();
+        let id = conversation.id;
+        let mut stream = a.subscribe(&id).unwrap();
+        stream.borrow_and_update();
+        b.emit_custom_event(ping(&id)).await.unwrap();
+        // (The store's notice of the creation, offset 1, may come first.)
+        tokio::time::timeout(Duration::from_secs(2), stream.wait_for(|next| *next >= 2))
+            .await
+            .expect("an append through B wakes A's stream within 2 s")
+            .unwrap();
+        assert_eq!(*stream.borrow_and_update(), 2, "the offset after B's event");
+
+        // A step on A waits while another daemon holds the conversation's lock.
+        let held = b_store.lock(&id).await.unwrap().expect("a shared store has shared locks");
+        let step = tokio::spawn({
+            let (a, id) = (a.clone(), id.clone());
+            async move { a.emit_custom_event(ping(&id)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!step.is_finished(), "A's step waits for the lock B holds");
+        drop(held);
+        let event = tokio::time::timeout(Duration::from_secs(5), step)
+            .await
+            .expect("A's step runs once B lets go")
+            .unwrap()
+            .unwrap()
+            .event;
+        assert_eq!(event.offset, 2);
+        stream.borrow_and_update();
+
+        // Every database session of both daemons ends (a restart, a network cut): both
+        // recover by themselves, and A's stream hears B's appends again.
+        assert!(cluster.terminate_sessions("cairn/%") > 0);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let offset = loop {
+            match b.emit_custom_event(ping(&id)).await {
+                Ok(result) => break result.event.offset,
+                Err(error) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(%error, "not yet");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("B did not recover within 5 s: {error}"),
+            }
+        };
+        let woken = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                stream.changed().await.unwrap();
+                let events = a.list_events(&id, Some(2), 10).await.unwrap();
+                if events.iter().any(|event| event.offset == offset) {
+                    return events.len();
+                }
+            }
+        })
+        .await
+        .expect("A's stream is told to read again and finds B's append after the drop");
+        assert!(woken >= 1);
+    }
+
+    /// An engine over `args`'s store that embeds with a hashing stand-in for a model, and
+    /// hears the other daemons as `serve` wires it.
+    async fn engine(args: &StoreArgs) -> (Engine, Arc<dyn cairn_store::Store>) {
+        let store = args.open_store(true).await.unwrap().store;
+        let embedder = Arc::new(cairn_memory::embed::HashingEmbedder::new(64));
+        let engine = Engine::new(store.clone()).with_embedder(embedder);
+        let runtime =
+            DefaultRuntime::new(store.clone(), Some(engine.clone()), RuntimeConfig::default());
+        listen_to_other_daemons(store.as_ref(), &runtime, &engine);
+        (engine, store)
+    }
+
+    /// Waits up to `seconds` for `check` to come true.
+    async fn eventually<F: std::future::Future<Output = bool>>(
+        seconds: u64,
+        check: impl Fn() -> F,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        while tokio::time::Instant::now() < deadline {
+            if check().await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        check().await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn engines_on_one_database_decide_one_at_a_time_and_share_one_embedder() {
+        let cluster = TestCluster::start();
+        let url = cluster.create_database();
+        let dir = tempfile::tempdir().unwrap();
+        let args = store_args(dir.path(), Some(&url));
+        let ((a, _), (b, b_store)) = (engine(&args).await, engine(&args).await);
+
+        // A memory written through A is found by meaning through B: one of them embeds,
+        // and the other takes the vectors in when the store announces them.
+        let new = |content: &str| cairn_types::NewMemory {
+            content: content.to_owned(),
+            scope: cairn_types::Scope::User,
+            repo: None,
+            tags: vec![],
+            source: None,
+            metadata: Default::default(),
+        };
+        let memory = a.create_memory(new("the staging cluster restarts nightly"), "t").await;
+        let memory = memory.unwrap();
+        let by_meaning = || cairn_types::SearchQuery {
+            q: Some("staging cluster restarts nightly".to_owned()),
+            mode: Some(cairn_types::RetrievalMode::Semantic),
+            ..cairn_types::SearchQuery::default()
+        };
+        for (name, engine) in [("A", &a), ("B", &b)] {
+            let found = eventually(10, || async {
+                let hits = engine.search(by_meaning()).await.unwrap().hits;
+                hits.first().is_some_and(|hit| hit.memory.id == memory.id)
+            });
+            assert!(found.await, "{name} finds the memory by meaning");
+        }
+        let embedders = cluster.psql(
+            url.rsplit('/').next().unwrap(),
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted",
+        );
+        assert_eq!(embedders, "1", "one daemon holds the embedder lock, the other waits");
+
+        // A decision on A waits while B decides.
+        let held = b_store.lock("memory/decisions").await.unwrap().unwrap();
+        let archive = tokio::spawn({
+            let (a, id) = (a.clone(), memory.id.clone());
+            async move { a.archive_memory(&id, "t").await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!archive.is_finished(), "A's decision waits for B's");
+        drop(held);
+        let archived = tokio::time::timeout(Duration::from_secs(5), archive).await.unwrap();
+        assert!(archived.unwrap().unwrap().archived_at.is_some());
+
+        // A sync of a connector another daemon is syncing is refused, as a local one is.
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("notes.md"), "deploys run from main").unwrap();
+        let connector = cairn_types::NewConnector {
+            kind: cairn_types::ConnectorKind::Folder,
+            path: folder.path().display().to_string(),
+            name: None,
+            scope: None,
+            repo: None,
+            max_commits: None,
+        };
+        let connector = a.add_connector(connector).await.unwrap();
+        let claim = b_store.try_lock(&format!("connector/{}", connector.id)).await.unwrap();
+        assert!(matches!(claim, cairn_store::LockAttempt::Held(_)));
+        let busy = a.sync_connector(&connector.id, "t").await.unwrap_err();
+        assert!(matches!(busy, cairn_memory::Error::SyncRunning(_)), "{busy}");
+        drop(claim);
+        let synced = eventually(5, || async { a.sync_connector(&connector.id, "t").await.is_ok() });
+        assert!(synced.await, "the sync runs once B lets go");
+    }
 }

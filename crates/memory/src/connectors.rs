@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use cairn_store::{ItemUpdate, SyncBatch};
+use cairn_store::{ItemUpdate, LockAttempt, SharedLock, SyncBatch};
 use cairn_types::{
     Connector, ConnectorHealth, ConnectorKind, ConnectorList, ConnectorStatus, IdPrefix,
     JsonObject, Memory, NewConnector, RemovedConnector, Scope, Status, SyncProgress, SyncReport,
@@ -133,6 +133,7 @@ impl Engine {
     pub async fn remove_connector(&self, id: &str, actor: &str) -> Result<RemovedConnector> {
         self.get_connector(id).await?;
         let _claim = self.syncs.claim(id)?;
+        let _shared = self.claim_shared(id).await?;
         let removals = self.store.connector_items(id).await?;
         let archived = self.store.connector_memory_count(id).await?;
         for chunk in removals.chunks(BATCH) {
@@ -154,6 +155,7 @@ impl Engine {
     /// with no piece imported twice.
     pub async fn sync_connector(&self, id: &str, actor: &str) -> Result<SyncReport> {
         let _claim = self.syncs.claim(id)?;
+        let _shared = self.claim_shared(id).await?;
         // Read after claiming: a removal that finished first leaves nothing to sync.
         let connector = self.get_connector(id).await?;
         let started_at = Timestamp::now();
@@ -195,6 +197,17 @@ impl Engine {
         }
         self.store.record_sync(id, &report).await?;
         Ok(report)
+    }
+
+    /// Claims the connector among the daemons sharing the store (the claim in this process
+    /// is taken first): a sync or removal running on another daemon is answered as one
+    /// running here would be.
+    async fn claim_shared(&self, id: &str) -> Result<Option<SharedLock>> {
+        match self.store.try_lock(&format!("connector/{id}")).await? {
+            LockAttempt::Unshared => Ok(None),
+            LockAttempt::Held(lock) => Ok(Some(lock)),
+            LockAttempt::Busy => Err(Error::SyncRunning(id.to_owned())),
+        }
     }
 
     async fn run_sync(

@@ -67,7 +67,7 @@ impl Engine {
                 reason: "must be from 0.5 to 1".to_owned(),
             });
         }
-        let _decision = self.decisions.lock().await;
+        let _decision = self.decision_lock().await?;
         let read = self.read_for_dream(stale_after_days, similarity).await?;
         self.apply_dream(read, request.dry_run, actor).await
     }
@@ -267,7 +267,7 @@ impl Engine {
         resolution: ConflictResolution,
         actor: &str,
     ) -> Result<Conflict> {
-        let _decision = self.decisions.lock().await;
+        let _decision = self.decision_lock().await?;
         let record = self.open_conflict(id).await?;
         let now = Timestamp::now();
         let settlement = match resolution.action {

@@ -22,7 +22,9 @@ mod validate;
 
 use std::sync::Arc;
 
-use cairn_store::{Audit, AuditFilter, MemoryChange, MemoryFilter, Store, StoreError};
+use cairn_store::{
+    Audit, AuditFilter, ExternalChange, MemoryChange, MemoryFilter, SharedLock, Store, StoreError,
+};
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, ContextPack, ContextRequest,
     ErasureReport, ErasureRequest, EvidencePack, GuardRequest, GuardResult, IdPrefix, Memory,
@@ -112,6 +114,15 @@ impl Decision {
     }
 }
 
+/// The store's lock that decisions hold, so daemons sharing a store decide one at a time.
+const DECISIONS_LOCK: &str = "memory/decisions";
+
+/// Held by a decision (see [`Engine::decision_lock`]) until dropped.
+pub(crate) struct DecisionGuard {
+    _local: tokio::sync::OwnedMutexGuard<()>,
+    _shared: Option<SharedLock>,
+}
+
 /// Where the engine reads the time for decisions that depend on it (the dream cycle's
 /// window); tests move it.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
@@ -125,7 +136,8 @@ pub struct Engine {
     recalls: Arc<recall::PendingRecalls>,
     syncs: Arc<connectors::RunningSyncs>,
     /// Held by decisions that check a state before changing it (archive, approve, reject,
-    /// resolve, the dream cycle), so two of them never act on the same stale check.
+    /// resolve, the dream cycle), so two of them never act on the same stale check; with
+    /// the store's lock of the same purpose (see [`Engine::decision_lock`]).
     decisions: Arc<tokio::sync::Mutex<()>>,
     semantic: Option<Arc<semantic::Semantic>>,
     clock: Clock,
@@ -169,6 +181,57 @@ impl Engine {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Held by decisions that check a state before changing it: this process's lock first,
+    /// then the store's, which daemons sharing the store take too (nothing to take for a
+    /// store one process uses).
+    pub(crate) async fn decision_lock(&self) -> Result<DecisionGuard> {
+        let local = self.decisions.clone().lock_owned().await;
+        let shared = self.store.lock(DECISIONS_LOCK).await?;
+        Ok(DecisionGuard { _local: local, _shared: shared })
+    }
+
+    /// Takes in what other daemons sharing the store changed, so nothing this one keeps is
+    /// stale for long: their memory writes wake the embedder (when this daemon embeds) and
+    /// drop cached token counts, their vectors go into this daemon's index, and after news
+    /// may have been missed the index is loaded again. Never blocks (the work is spawned);
+    /// call it inside a tokio runtime. Reads (search, packs, counts) always go to the store
+    /// and need nothing.
+    pub fn external_change(&self, change: &ExternalChange) {
+        match change {
+            ExternalChange::Memories { ids } => {
+                for id in ids {
+                    self.entry_tokens.remove(id);
+                }
+                self.wake_embedder(ids.len());
+                if let Some(semantic) = &self.semantic
+                    && !ids.is_empty()
+                {
+                    // Erased memories' vectors leave this daemon's index too, not only when
+                    // a search meets them.
+                    semantic.forget_erased(self.store.clone(), ids.clone());
+                }
+            }
+            ExternalChange::Vectors { model, ids } => {
+                let Some(semantic) = &self.semantic else { return };
+                if semantic.model() != model {
+                    return;
+                }
+                if ids.is_empty() {
+                    // Which ones was not said: all of them.
+                    semantic.reload(self.store.clone());
+                } else {
+                    semantic.refresh(self.store.clone(), ids.clone());
+                }
+            }
+            ExternalChange::Resync => {
+                if let Some(semantic) = &self.semantic {
+                    semantic.reload(self.store.clone());
+                }
+            }
+            ExternalChange::Appended { .. } | ExternalChange::Poll => {}
+        }
     }
 
     /// Stores a memory on behalf of `actor` (a principal id, written to the audit log).
@@ -253,7 +316,7 @@ impl Engine {
 
     /// Archives a memory: it leaves lists, retrieval and guards until it is restored.
     pub async fn archive_memory(&self, id: &str, actor: &str) -> Result<Memory> {
-        let _decision = self.decisions.lock().await;
+        let _decision = self.decision_lock().await?;
         let current = self.get_memory(id).await?;
         if current.archived_at.is_some() {
             return Ok(current);
@@ -302,7 +365,7 @@ impl Engine {
     }
 
     async fn decide(&self, id: &str, actor: &str, decision: Decision) -> Result<Memory> {
-        let _decision = self.decisions.lock().await;
+        let _decision = self.decision_lock().await?;
         let current = self.get_memory(id).await?;
         if current.status != Status::Review || current.archived_at.is_some() {
             let state = match current.archived_at {

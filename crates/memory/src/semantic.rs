@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use cairn_store::{MemoryFilter, Store, TextMatch};
+use cairn_store::{LockAttempt, MemoryFilter, SharedLock, Store, TextMatch};
 use cairn_types::{Memory, Timestamp};
 use tokio::sync::Notify;
 
@@ -35,6 +35,9 @@ const BATCH: u32 = 32;
 const IDLE: Duration = Duration::from_secs(5);
 /// How many memories the start reads at once for the labels of the stored vectors.
 const LABEL_CHUNK: usize = 1_000;
+/// While another daemon sharing the store embeds: how often this one asks for the embedder
+/// lock again (so it takes over within seconds when that daemon stops).
+const LOCK_RETRY: Duration = Duration::from_secs(5);
 
 /// The index is a cache of the store, never the truth: each vector carries its memory's
 /// labels (repository, scope, status), so a search filters before its top-k cut, and every
@@ -69,6 +72,53 @@ impl Semantic {
         });
         tokio::spawn(work(Arc::downgrade(&semantic), store, semantic.wake.clone()));
         semantic
+    }
+
+    /// Takes in the vectors another daemon sharing the store computed for `ids`: each read
+    /// from the store with its memory's labels and put in the index, unless the index holds
+    /// a newer one. Runs in the background; the caller does not wait.
+    pub(crate) fn refresh(self: &Arc<Self>, store: Arc<dyn Store>, ids: Vec<String>) {
+        let semantic = Arc::downgrade(self);
+        tokio::spawn(async move {
+            if let Err(error) = refresh(&semantic, store.as_ref(), &ids).await {
+                tracing::warn!(%error, "reading another daemon's vectors failed");
+            }
+        });
+    }
+
+    /// Loads every stored vector again (built aside and swapped in), after news of other
+    /// daemons' writes may have been missed, and wakes the worker.
+    pub(crate) fn reload(self: &Arc<Self>, store: Arc<dyn Store>) {
+        let semantic = Arc::downgrade(self);
+        let model = self.model().to_owned();
+        tokio::spawn(async move {
+            if let Err(error) = load(&semantic, store.as_ref(), &model).await {
+                tracing::warn!(%error, "reloading stored vectors failed");
+            }
+            if let Some(semantic) = semantic.upgrade() {
+                semantic.wake();
+            }
+        });
+    }
+
+    /// Forgets the vectors of those of `ids` the store no longer has (erased by another
+    /// daemon). Runs in the background; the caller does not wait.
+    pub(crate) fn forget_erased(self: &Arc<Self>, store: Arc<dyn Store>, ids: Vec<String>) {
+        let semantic = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let kept: HashSet<String> = match store.get_memories(&ids).await {
+                Ok(memories) => memories.into_iter().map(|memory| memory.id).collect(),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot check for erased memories");
+                    return;
+                }
+            };
+            if let Some(semantic) = semantic.upgrade() {
+                for id in ids.iter().filter(|id| !kept.contains(*id)) {
+                    semantic.remove(id);
+                }
+            }
+        });
     }
 
     /// Forgets an erased memory's vector (on a blocking thread: a scan may hold the index).
@@ -173,7 +223,25 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
     // Passes over storage order from a cursor, so each batch reads only new rows; a pass
     // that finds nothing starts over once, to catch memories changed behind the cursor.
     let mut cursor = 0;
+    // On a store shared by several daemons one of them embeds (whoever holds the embedder
+    // lock), and the others take its vectors from the store as it announces them.
+    let mut embedder = Embedding::Undecided;
     loop {
+        if matches!(embedder, Embedding::Undecided | Embedding::Elsewhere) {
+            let Some(current) = semantic.upgrade() else { return };
+            embedder = claim(store.as_ref(), &model).await;
+            if matches!(embedder, Embedding::Elsewhere | Embedding::Undecided) {
+                // What waits is the other daemon's work; say how much, as it shrinks.
+                if matches!(embedder, Embedding::Elsewhere)
+                    && let Ok(pending) = store.count_pending_embeddings(&model).await
+                {
+                    current.pending.store(pending, Ordering::Relaxed);
+                }
+                drop(current);
+                tokio::time::sleep(LOCK_RETRY).await;
+                continue;
+            }
+        }
         let Some(current) = semantic.upgrade() else { return };
         match embed_batch(&current, store.as_ref(), &model, cursor).await {
             Ok(Some(last)) => cursor = last,
@@ -189,6 +257,68 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
             }
         }
     }
+}
+
+/// Whether this daemon embeds.
+enum Embedding {
+    /// Not asked yet, or the store could not say.
+    Undecided,
+    /// The store is this process's alone.
+    Alone,
+    /// This daemon holds the store's embedder lock for the model (until it stops).
+    Here { _lock: SharedLock },
+    /// Another daemon holds it.
+    Elsewhere,
+}
+
+/// Asks the store for the embedder lock of `model`.
+async fn claim(store: &dyn Store, model: &str) -> Embedding {
+    match store.try_lock(&format!("embedder/{model}")).await {
+        Ok(LockAttempt::Unshared) => Embedding::Alone,
+        Ok(LockAttempt::Held(lock)) => {
+            tracing::info!(model, "this daemon embeds the memories of every daemon on the store");
+            Embedding::Here { _lock: lock }
+        }
+        Ok(LockAttempt::Busy) => Embedding::Elsewhere,
+        Err(error) => {
+            tracing::warn!(%error, "cannot ask the store who embeds; asking again shortly");
+            Embedding::Undecided
+        }
+    }
+}
+
+/// Puts the stored vectors of `ids` in the index with their memories' labels, each unless
+/// the index holds one computed for a newer version of its memory.
+async fn refresh(
+    semantic: &std::sync::Weak<Semantic>,
+    store: &dyn Store,
+    ids: &[String],
+) -> Result<()> {
+    let Some(model) = semantic.upgrade().map(|semantic| semantic.model().to_owned()) else {
+        return Ok(());
+    };
+    let vectors = store.load_embeddings_of(&model, ids).await?;
+    let mut labels: HashMap<String, VectorLabels> = store
+        .get_memories(ids)
+        .await?
+        .into_iter()
+        .filter(|memory| memory.archived_at.is_none())
+        .map(|memory| (memory.id.clone(), VectorLabels::of(&memory)))
+        .collect();
+    let Some(semantic) = semantic.upgrade() else { return Ok(()) };
+    let (index, dimensions) = (semantic.index.clone(), semantic.embedder.dimensions());
+    tokio::task::spawn_blocking(move || {
+        let mut index = index.write().expect("index lock");
+        for (id, vector) in vectors {
+            let Some(labels) = labels.remove(&id) else { continue };
+            let newer_held = index.labels(&id).is_some_and(|held| held.version > labels.version);
+            if vector.len() == dimensions && !newer_held {
+                index.upsert(&id, &vector, labels);
+            }
+        }
+    })
+    .await
+    .map_err(|error| Error::Embedding(format!("updating the vector index failed: {error}")))
 }
 
 /// Loads the stored vectors with their memories' labels into a new index, built on a
@@ -461,6 +591,78 @@ mod tests {
         let refused =
             fulltext_only.search(search("anything", RetrievalMode::Semantic)).await.unwrap_err();
         assert!(matches!(refused, Error::Invalid { field: "mode", .. }));
+    }
+
+    /// Waits up to 2 s for `check` to hold.
+    async fn eventually(check: impl Fn() -> bool) -> bool {
+        for _ in 0..200 {
+            if check() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        check()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn vectors_another_daemon_stored_are_taken_in_when_announced() {
+        use cairn_store::ExternalChange;
+
+        use crate::Engine;
+
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        let open = || Arc::new(cairn_store_sqlite::SqliteStore::open(&path).unwrap());
+        let embedder = || Arc::new(HashingEmbedder::new(256));
+        let reader = Engine::new(open()).with_embedder(embedder());
+        reader.embeddings_settled().await.unwrap();
+        let writer = Engine::new(open()).with_embedder(embedder());
+        let memory = |content: &str| cairn_types::NewMemory {
+            content: content.to_owned(),
+            scope: Scope::User,
+            repo: None,
+            tags: vec![],
+            source: None,
+            metadata: Default::default(),
+        };
+        let first = writer.create_memory(memory("the staging cluster restarts"), "t").await;
+        let first = first.unwrap().id;
+        writer.embeddings_settled().await.unwrap();
+        let index = reader.semantic.clone().unwrap().index.clone();
+        let known = |id: &str| index.read().unwrap().labels(id).is_some();
+        assert!(!known(&first), "the reader's worker has nothing to embed: the writer did");
+
+        let ids = vec![first.clone()];
+        reader.external_change(&ExternalChange::Vectors { model: "other".into(), ids });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!known(&first), "another model's vectors are not this index's");
+        let ids = vec![first.clone()];
+        reader.external_change(&ExternalChange::Vectors { model: "hashing".into(), ids });
+        assert!(eventually(|| known(&first)).await, "announced vectors are read into the index");
+        let query = cairn_types::SearchQuery {
+            q: Some("staging cluster restarts".to_owned()),
+            mode: Some(cairn_types::RetrievalMode::Semantic),
+            ..cairn_types::SearchQuery::default()
+        };
+        let found = reader.search(query).await.unwrap();
+        assert_eq!(found.hits[0].memory.id, first);
+
+        // News that may have been missed: everything stored is loaded again.
+        let second = writer.create_memory(memory("coffee on floor two"), "t").await;
+        let second = second.unwrap().id;
+        writer.embeddings_settled().await.unwrap();
+        assert!(!known(&second));
+        reader.external_change(&ExternalChange::Resync);
+        assert!(eventually(|| known(&second) && known(&first)).await, "a resync reloads all");
+
+        // Memories another daemon erased leave the index when it says so.
+        let erase =
+            cairn_types::ErasureRequest { memory_ids: vec![first.clone()], ..Default::default() };
+        writer.erase(erase, "t").await.unwrap();
+        let ids = vec![first.clone(), second.clone()];
+        reader.external_change(&ExternalChange::Memories { ids });
+        assert!(eventually(|| !known(&first)).await, "the erased memory's vector is dropped");
+        assert!(known(&second), "the one still stored stays");
     }
 
     #[test]

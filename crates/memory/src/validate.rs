@@ -16,7 +16,18 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> Error {
     Error::Invalid { field, reason: reason.into() }
 }
 
-/// A required, non-blank text of at most `max` bytes.
+/// The character no text may hold: PostgreSQL's `text` cannot store it, so both storage
+/// backends refuse it alike, before anything is stored.
+const NUL: char = '\u{0}';
+
+fn no_nul(field: &'static str, value: &str) -> Result<()> {
+    if value.contains(NUL) {
+        return Err(invalid(field, "must not contain the NUL character (U+0000)"));
+    }
+    Ok(())
+}
+
+/// A required, non-blank text of at most `max` bytes, without U+0000.
 pub(crate) fn required_text(
     field: &'static str,
     value: Option<String>,
@@ -29,6 +40,7 @@ pub(crate) fn required_text(
     if value.len() > max {
         return Err(invalid(field, format!("is {} bytes; the limit is {max}", value.len())));
     }
+    no_nul(field, &value)?;
     Ok(value)
 }
 
@@ -86,6 +98,7 @@ fn tags(tags: Vec<String>) -> Result<Vec<String>> {
         if tag.is_empty() || tag.len() > MAX_TAG_BYTES {
             return Err(invalid("tags", format!("each tag must be 1 to {MAX_TAG_BYTES} bytes")));
         }
+        no_nul("tags", tag)?;
         if !kept.iter().any(|existing| existing == tag) {
             kept.push(tag.to_owned());
         }
@@ -101,7 +114,21 @@ fn metadata(metadata: &JsonObject) -> Result<()> {
             format!("is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}"),
         ));
     }
-    Ok(())
+    fn check(value: &serde_json::Value) -> Result<()> {
+        match value {
+            serde_json::Value::String(text) => no_nul("metadata", text),
+            serde_json::Value::Array(items) => items.iter().try_for_each(check),
+            serde_json::Value::Object(fields) => fields.iter().try_for_each(|(key, value)| {
+                no_nul("metadata", key)?;
+                check(value)
+            }),
+            _ => Ok(()),
+        }
+    }
+    metadata.iter().try_for_each(|(key, value)| {
+        no_nul("metadata", key)?;
+        check(value)
+    })
 }
 
 /// A list of non-blank strings such as file paths or commands.
@@ -119,6 +146,7 @@ pub(crate) fn string_list(field: &'static str, items: Vec<String>) -> Result<Vec
                 format!("each item must be non-empty and at most {MAX_TEXT_BYTES} bytes"),
             ));
         }
+        no_nul(field, item)?;
     }
     Ok(items)
 }
@@ -136,6 +164,7 @@ pub(crate) fn paths(field: &'static str, paths: Vec<String>) -> Result<Vec<Strin
             format!("each path must be non-empty and at most {MAX_PATH_BYTES} bytes"),
         ));
     }
+    paths.iter().try_for_each(|path| no_nul(field, path))?;
     Ok(paths)
 }
 
@@ -148,4 +177,56 @@ pub(crate) fn token_budget(budget: Option<u32>) -> Result<u32> {
         ));
     }
     Ok(budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_types::Scope;
+
+    use super::*;
+
+    fn memory(content: &str) -> NewMemory {
+        NewMemory {
+            content: content.to_owned(),
+            scope: Scope::User,
+            repo: None,
+            tags: vec![],
+            source: None,
+            metadata: JsonObject::default(),
+        }
+    }
+
+    fn refused_field(result: Result<NewMemory>) -> &'static str {
+        match result {
+            Err(Error::Invalid { field, reason }) => {
+                assert!(reason.contains("U+0000"), "{reason}");
+                field
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_stored_text_may_hold_a_nul_character() {
+        assert!(new_memory(memory("plain text, é and 日本")).is_ok());
+        assert_eq!(refused_field(new_memory(memory("a\u{0}b"))), "content");
+        let tagged = NewMemory { tags: vec!["ok".into(), "b\u{0}d".into()], ..memory("x") };
+        assert_eq!(refused_field(new_memory(tagged)), "tags");
+        let repo = NewMemory { repo: Some("re\u{0}po".into()), ..memory("x") };
+        assert_eq!(refused_field(new_memory(repo)), "repo");
+        let source = NewMemory { source: Some("\u{0}".into()), ..memory("x") };
+        assert_eq!(refused_field(new_memory(source)), "source");
+        for metadata in [
+            serde_json::json!({"deep": {"list": ["fine", "not\u{0}fine"]}}),
+            serde_json::json!({"key\u{0}": 1}),
+        ] {
+            let serde_json::Value::Object(metadata) = metadata else { unreachable!() };
+            let with = NewMemory { metadata, ..memory("x") };
+            assert_eq!(refused_field(new_memory(with)), "metadata");
+        }
+        let patched = patch(MemoryPatch { content: Some("\u{0}".into()), ..Default::default() });
+        assert!(matches!(patched, Err(Error::Invalid { field: "content", .. })));
+        let listed = string_list("files", vec!["a.rs".into(), "b\u{0}.rs".into()]);
+        assert!(matches!(listed, Err(Error::Invalid { field: "files", .. })));
+    }
 }

@@ -400,11 +400,6 @@ fn closed(error: &StoreError) -> bool {
         if source.downcast_ref::<tokio_postgres::Error>().is_some_and(tokio_postgres::Error::is_closed))
 }
 
-/// The error of what is not built yet.
-pub(crate) fn not_yet() -> StoreError {
-    StoreError::Backend("the PostgreSQL backend does not do this yet".into())
-}
-
 /// A PostgreSQL error as a store error.
 pub(crate) fn pg(error: tokio_postgres::Error) -> StoreError {
     StoreError::backend(error)

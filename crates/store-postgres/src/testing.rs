@@ -21,7 +21,7 @@ pub struct TestCluster {
     run_as: Option<&'static str>,
     databases: AtomicU32,
     /// Server settings given at start (`-c name=value`).
-    settings: &'static str,
+    settings: String,
 }
 
 /// Settings for tests: fast, not durable against a crash of the server's machine.
@@ -87,16 +87,28 @@ impl TestCluster {
     /// `synchronous_commit=off`). Panics, saying why, when PostgreSQL is not installed or
     /// does not start.
     pub fn start() -> TestCluster {
-        TestCluster::start_with(FAST)
+        TestCluster::start_with(FAST, false)
+    }
+
+    /// Like [`TestCluster::start`], with TLS on (`ssl=on`): a fresh CA signs the server's
+    /// certificate for `127.0.0.1` and `localhost`; [`TestCluster::ca_file`] is the CA's PEM.
+    /// Plain connections are still accepted. Needs the `openssl` command.
+    pub fn start_tls() -> TestCluster {
+        TestCluster::start_with(FAST, true)
+    }
+
+    /// The PEM of the CA that signed the server's certificate (of [`TestCluster::start_tls`]).
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("tls/ca.pem")
     }
 
     /// Creates and starts a server with PostgreSQL's durable defaults (`fsync=on`,
     /// `synchronous_commit=on`), for measurements an operator would see.
     pub fn start_durable() -> TestCluster {
-        TestCluster::start_with(DURABLE)
+        TestCluster::start_with(DURABLE, false)
     }
 
-    fn start_with(settings: &'static str) -> TestCluster {
+    fn start_with(settings: &str, tls: bool) -> TestCluster {
         let bin = find_binaries().unwrap_or_else(|message| panic!("{message}"));
         let run_as = is_root().then_some("postgres");
         let dir = tempfile::Builder::new().prefix("cairn-pg-").tempdir().expect("a temporary dir");
@@ -115,6 +127,15 @@ impl TestCluster {
                 .arg(dir.path().join("sock"))
                 .output()
                 .expect("run chown");
+        }
+        let mut settings = settings.to_owned();
+        if tls {
+            let (certificate, key) = make_certificates(&dir.path().join("tls"), run_as);
+            settings.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                certificate.display(),
+                key.display()
+            ));
         }
         let mut cluster =
             TestCluster { dir, port: 0, bin, run_as, databases: AtomicU32::new(0), settings };
@@ -243,6 +264,64 @@ impl TestCluster {
     pub fn bin_dir(&self) -> &Path {
         &self.bin
     }
+}
+
+/// A CA and a server certificate it signed for `127.0.0.1` and `localhost`, in `dir`; the
+/// server's certificate and key (readable by `run_as` only).
+fn make_certificates(dir: &Path, run_as: Option<&str>) -> (PathBuf, PathBuf) {
+    std::fs::create_dir(dir).expect("the TLS dir");
+    let extensions = dir.join("server.ext");
+    std::fs::write(
+        &extensions,
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write the extensions");
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let steps: [Vec<&str>; 3] = [
+        [&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2"]]
+            .concat()
+            .into_iter()
+            .chain(["-subj", "/CN=cairn test CA", "-addext", "basicConstraints=critical,CA:true"])
+            .chain(["-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+            .collect(),
+        [&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr"]]
+            .concat()
+            .into_iter()
+            .chain(["-subj", "/CN=127.0.0.1"])
+            .collect(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ],
+    ];
+    for step in steps {
+        let output = Command::new("openssl")
+            .args(&step)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|error| panic!("TLS tests need the `openssl` command: {error}"));
+        assert!(output.status.success(), "openssl {step:?}: {}", describe(&output));
+    }
+    let key = dir.join("server.key");
+    if let Some(user) = run_as {
+        Command::new("chown").arg(format!("{user}:{user}")).arg(&key).output().expect("chown");
+    }
+    Command::new("chmod").arg("600").arg(&key).output().expect("chmod");
+    (dir.join("server.pem"), key)
 }
 
 impl Drop for TestCluster {

@@ -340,3 +340,50 @@ async fn snapshots_keep_text_that_jsonb_would_refuse() {
     };
     assert_eq!(store.get_snapshot(&conversation.id).await.unwrap(), Some(closed));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_is_verified_against_the_given_ca() {
+    let cluster = TestCluster::start_tls();
+    let url = cluster.create_database();
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    let with = |mode: &str, ca: Option<std::path::PathBuf>| PgOptions {
+        ca_file: ca,
+        listen: false,
+        ..options(&format!("{url}?sslmode={mode}"), "public")
+    };
+
+    for mode in ["require", "verify-full"] {
+        let store = PgStore::open(with(mode, Some(cluster.ca_file()))).await.unwrap();
+        store.list_conversations(&Default::default()).await.unwrap();
+        let sql = format!(
+            "SELECT bool_and(s.ssl)::text FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+             WHERE a.application_name = 'cairn-test/{}'",
+            store.instance()
+        );
+        assert_eq!(cluster.psql(&database, &sql), "true", "{mode}: every session is encrypted");
+    }
+
+    // Not signed by a CA the platform trusts: refused, not accepted blindly.
+    let error = PgStore::open(with("require", None)).await.unwrap_err();
+    assert!(format!("{error:?}").to_lowercase().contains("certificate"), "{error:?}");
+
+    // Without TLS when asked for none.
+    let plain = PgStore::open(with("disable", None)).await.unwrap();
+    plain.list_conversations(&Default::default()).await.unwrap();
+    let sql = format!(
+        "SELECT bool_or(s.ssl)::text FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+         WHERE a.application_name = 'cairn-test/{}'",
+        plain.instance()
+    );
+    assert_eq!(cluster.psql(&database, &sql), "false");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_an_error_not_a_hang() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://postgres@127.0.0.1:{port}/cairn");
+    let started = Instant::now();
+    let error = PgStore::open(options(&url, "public")).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+    assert!(error.to_string().contains("storage backend failed"), "{error}");
+}

@@ -2,9 +2,11 @@
 //! journeys from definition files, answers from the memory engine, and an optional
 //! OpenAI-compatible language model for the replies.
 //!
-//! Steps of one conversation run one at a time (a lock per conversation), so each step
-//! sees the state the previous one left; the store still assigns offsets atomically, so
-//! other processes writing the same file keep the log gapless too.
+//! Steps of one conversation run one at a time (a lock per conversation, shared through the
+//! store with every daemon on the same database), so each step sees the state the previous
+//! one left; the store still assigns offsets atomically, so other processes writing the
+//! same log keep it gapless too. What other daemons append reaches this one's event streams
+//! through [`DefaultRuntime::external_change`].
 
 mod turn;
 mod voice;
@@ -16,7 +18,7 @@ use async_trait::async_trait;
 use cairn_memory::Engine;
 use cairn_store::{
     Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore, EventRange,
-    IdempotencyRecord, NewEvent, NewPrompt,
+    ExternalChange, IdempotencyRecord, NewEvent, NewPrompt, SharedLock,
 };
 use cairn_types::{Conversation, IdPrefix, Lifecycle, RuntimeEvent, Snapshot, Timestamp, new_id};
 use serde_json::{Map, Value, json};
@@ -120,14 +122,45 @@ impl DefaultRuntime {
         &self.shared.definitions
     }
 
-    /// Holds the conversation's step lock until the guard is dropped.
-    async fn lock(&self, conversation_id: &str) -> StepGuard<'_> {
+    /// Holds the conversation's step lock until the guard is dropped: this process's first
+    /// (so its own steps queue here, not on the database), then the store's, shared with
+    /// every daemon on the same database (none for a store that one process uses).
+    async fn lock(&self, conversation_id: &str) -> Result<StepGuard<'_>> {
         let lock = {
             let mut locks = self.shared.locks.lock().expect("lock table poisoned");
             locks.entry(conversation_id.to_owned()).or_default().clone()
         };
         let guard = lock.clone().lock_owned().await;
-        StepGuard { runtime: self, id: conversation_id.to_owned(), lock, _guard: guard }
+        let mut step = StepGuard {
+            runtime: self,
+            id: conversation_id.to_owned(),
+            lock,
+            _guard: guard,
+            _shared: None,
+        };
+        step._shared =
+            self.shared.store.lock(conversation_id).await.map_err(RuntimeError::internal)?;
+        Ok(step)
+    }
+
+    /// Takes in what other processes sharing the store changed: appends by other daemons
+    /// wake this daemon's event streams, and while the store cannot say what changed (or
+    /// may have missed something), every open stream reads its log again.
+    pub fn external_change(&self, change: &ExternalChange) {
+        match change {
+            ExternalChange::Appended { conversation_id, next_offset } => {
+                self.announce(conversation_id, *next_offset);
+            }
+            ExternalChange::Poll | ExternalChange::Resync => {
+                let appended = self.shared.appended.lock().expect("notification table poisoned");
+                for sender in appended.values().filter(|sender| sender.receiver_count() > 0) {
+                    // Marks the value changed without changing it: each stream reads on
+                    // from its last offset.
+                    sender.send_modify(|_| {});
+                }
+            }
+            ExternalChange::Memories { .. } | ExternalChange::Vectors { .. } => {}
+        }
     }
 
     async fn load(&self, conversation_id: &str) -> Result<(Conversation, Snapshot)> {
@@ -194,7 +227,15 @@ impl DefaultRuntime {
             if sender.receiver_count() == 0 {
                 appended.remove(conversation_id);
             } else {
-                sender.send_replace(next_offset);
+                // Announced by this daemon's commit and again by the store's notice of it:
+                // a stream wakes once, and never for an offset it has passed.
+                sender.send_if_modified(|current| {
+                    let grew = next_offset > *current;
+                    if grew {
+                        *current = next_offset;
+                    }
+                    grew
+                });
             }
         }
     }
@@ -503,6 +544,8 @@ struct StepGuard<'a> {
     id: String,
     lock: Arc<tokio::sync::Mutex<()>>,
     _guard: tokio::sync::OwnedMutexGuard<()>,
+    /// The store's lock of the same name, when the store is shared.
+    _shared: Option<SharedLock>,
 }
 
 impl Drop for StepGuard<'_> {
@@ -640,7 +683,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn handle_user_message(&self, input: UserMessageInput) -> Result<SendMessageResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
         let mut data = message_data("user", &input.text);
         if let Some(channel) = &input.channel {
@@ -739,7 +782,7 @@ impl Runtime for DefaultRuntime {
         // first event create one conversation, not one each. (`/` is not allowed in
         // conversation ids, so these locks never meet a conversation's.)
         let _delivery = match &key {
-            Some(key) => Some(self.lock(&format!("delivery/{key}")).await),
+            Some(key) => Some(self.lock(&format!("delivery/{key}")).await?),
             None => None,
         };
         if let Some(delivery) = &delivery
@@ -781,7 +824,7 @@ impl Runtime for DefaultRuntime {
                 }
             }
         };
-        let _step = self.lock(&conversation_id).await;
+        let _step = self.lock(&conversation_id).await?;
         let (conversation, snapshot) = self.load(&conversation_id).await?;
         let data = channel_data(&input, nature);
         let at = Timestamp::now();
@@ -837,7 +880,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn resolve_channel_output(&self, input: ResolveOutputInput) -> Result<EventResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         self.load(&input.conversation_id).await?;
         let found = self
             .shared
@@ -862,7 +905,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn submit_widget(&self, input: SubmitWidgetInput) -> Result<EventResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
         let prompt = self
             .shared
@@ -903,7 +946,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn emit_custom_event(&self, input: CustomEventInput) -> Result<EventResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         self.load_open(&input.conversation_id).await?;
         let data = json!({ "name": input.event, "payload": input.payload });
         let (_, event) = self.append(&input.conversation_id, "custom", data, None).await?;
@@ -911,7 +954,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn emit_journey_event(&self, input: JourneyEventInput) -> Result<JourneyEventResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         let (conversation, snapshot) = self.load_open(&input.conversation_id).await?;
         let target = input.target.clone().unwrap_or_default();
         let mut data = json!({
@@ -948,7 +991,7 @@ impl Runtime for DefaultRuntime {
         &self,
         input: IntermediateMessageInput,
     ) -> Result<EventsResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         self.load_open(&input.conversation_id).await?;
         let mut data = message_data("assistant", &input.text);
         data["intermediate"] = json!(true);
@@ -959,7 +1002,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn emit_generated_preamble(&self, input: PreambleInput) -> Result<PreambleResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         self.load_open(&input.conversation_id).await?;
         let max_words = input.max_words.unwrap_or(12) as usize;
         let written = match (&self.shared.chat, &input.purpose) {
@@ -994,7 +1037,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn compact_conversation(&self, input: CompactInput) -> Result<CompactResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         let (conversation, snapshot) = self.load(&input.conversation_id).await?;
         let newest = EventRange { limit: 1, newest: true, ..EventRange::default() };
         let last = self.read_events(&conversation.id, &newest).await?.pop().map_or(0, |e| e.offset);
@@ -1031,7 +1074,7 @@ impl Runtime for DefaultRuntime {
         conversation_id: &str,
         reason: Option<String>,
     ) -> Result<Conversation> {
-        let _step = self.lock(conversation_id).await;
+        let _step = self.lock(conversation_id).await?;
         let (conversation, _) = self.load(conversation_id).await?;
         if conversation.lifecycle == Lifecycle::Closed {
             return Ok(conversation);
@@ -1043,7 +1086,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn request_handoff(&self, input: HandoffInput) -> Result<LifecycleResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         self.load_open(&input.conversation_id).await?;
         let data = json!({
             "reason": input.reason, "summary": input.summary, "payload": input.payload,
@@ -1058,7 +1101,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn resume_conversation(&self, input: ResumeInput) -> Result<LifecycleResult> {
-        let _step = self.lock(&input.conversation_id).await;
+        let _step = self.lock(&input.conversation_id).await?;
         let (conversation, _) = self.load(&input.conversation_id).await?;
         let data = json!({
             "reason": input.reason, "payload": input.payload, "from": conversation.lifecycle,
@@ -1176,4 +1219,54 @@ fn limit_words(text: &str, max_words: usize) -> String {
         return words.join(" ");
     }
     format!("{}…", words[..max_words].join(" ").trim_end_matches([',', '.', ';', ':']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn other_daemons_appends_wake_streams_once_and_polls_wake_them_all() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        let runtime = DefaultRuntime::new(Arc::new(store.unwrap()), None, RuntimeConfig::default());
+        let conversation =
+            runtime.create_conversation(CreateConversationInput::default()).await.unwrap();
+        let id = conversation.id.clone();
+        let mut stream = runtime.subscribe(&id).unwrap();
+        stream.borrow_and_update();
+        let appended =
+            |next_offset| ExternalChange::Appended { conversation_id: id.clone(), next_offset };
+
+        let custom = CustomEventInput {
+            conversation_id: id.clone(),
+            event: "ping".to_owned(),
+            payload: json!({}),
+        };
+        runtime.emit_custom_event(custom).await.unwrap();
+        assert!(stream.has_changed().unwrap(), "a local append wakes the stream");
+        assert_eq!(*stream.borrow_and_update(), 2);
+        runtime.external_change(&appended(2));
+        assert!(!stream.has_changed().unwrap(), "the store's notice of the same append: no wake");
+        runtime.external_change(&appended(1));
+        assert!(!stream.has_changed().unwrap(), "never back to an offset the stream passed");
+
+        runtime.external_change(&appended(5));
+        assert!(stream.has_changed().unwrap(), "another daemon's append wakes the stream");
+        assert_eq!(*stream.borrow_and_update(), 5);
+
+        for change in [ExternalChange::Poll, ExternalChange::Resync] {
+            runtime.external_change(&change);
+            assert!(stream.has_changed().unwrap(), "{change:?} makes every stream read again");
+            assert_eq!(*stream.borrow_and_update(), 5, "without moving its offset");
+        }
+        for change in [
+            ExternalChange::Memories { ids: vec![] },
+            ExternalChange::Vectors { model: "m".to_owned(), ids: vec![] },
+            ExternalChange::Appended { conversation_id: "conv_other".to_owned(), next_offset: 9 },
+        ] {
+            runtime.external_change(&change);
+            assert!(!stream.has_changed().unwrap(), "{change:?} is not this stream's");
+        }
+    }
 }

@@ -44,6 +44,45 @@ where
     erased_memories_leave_no_content_behind(open_store().await).await;
     conversation_tokens_open_until_expired_or_revoked(open_store().await).await;
     deleted_conversations_leave_nothing(open_store().await).await;
+    text_with_nul_is_kept_or_refused(open_store().await).await;
+}
+
+/// Text holding U+0000 (SQLite keeps it; PostgreSQL's `text` cannot) is either stored and read
+/// back unchanged or refused with an error that changes nothing: never cut short.
+async fn text_with_nul_is_kept_or_refused(store: Arc<dyn Store>) {
+    let plain = sample_memory("plain text", Scope::User, 1);
+    let with_nul = sample_memory("before\0after", Scope::User, 2);
+    match store.insert_memories(&[plain.clone(), with_nul.clone()], "tester").await {
+        Ok(()) => {
+            assert_eq!(store.get_memory(&with_nul.id).await.unwrap(), Some(with_nul.clone()));
+            assert_eq!(store.count_memories().await.unwrap(), 2);
+        }
+        Err(_) => {
+            assert_eq!(store.get_memory(&plain.id).await.unwrap(), None, "all or nothing");
+            assert_eq!(store.count_memories().await.unwrap(), 0);
+        }
+    }
+
+    let base = sample_memory("base text", Scope::User, 3);
+    store.insert_memories(std::slice::from_ref(&base), "tester").await.unwrap();
+    let change = MemoryChange {
+        content: Some("x\0y".to_owned()),
+        tags: Some(vec!["t\0g".to_owned()]),
+        ..Default::default()
+    };
+    match store.update_memory(&base.id, &change, Timestamp::from_millis(10), &TEST_AUDIT).await {
+        Ok(after) => {
+            let after = after.unwrap();
+            assert_eq!(after.content, "x\0y");
+            assert_eq!(store.get_memory(&base.id).await.unwrap(), Some(after));
+        }
+        Err(_) => {
+            assert_eq!(store.get_memory(&base.id).await.unwrap(), Some(base.clone()), "unchanged");
+        }
+    }
+    let hits =
+        store.search_memories(&["base".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
+    assert!(hits.len() <= 1);
 }
 
 async fn erased_memories_leave_no_content_behind(store: Arc<dyn Store>) {

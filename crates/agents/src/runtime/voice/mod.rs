@@ -78,7 +78,7 @@ impl DefaultRuntime {
         conversation_id: &str,
         input: StartVoiceSegmentInput,
     ) -> Result<VoiceStartResult> {
-        let _step = self.lock(conversation_id).await;
+        let _step = self.lock(conversation_id).await?;
         let (conversation, _) = self.load(conversation_id).await?;
         if conversation.lifecycle == Lifecycle::Closed {
             return Err(RuntimeError::ConversationClosed(conversation.id));
@@ -186,7 +186,7 @@ impl DefaultRuntime {
         deltas: Option<TextDeltas>,
     ) -> Result<(Vec<RuntimeEvent>, Option<PendingReply>)> {
         let conversation_id = &segment.conversation_id;
-        let _step = self.lock(conversation_id).await;
+        let _step = self.lock(conversation_id).await?;
         let (conversation, snapshot) = self.load_open(conversation_id).await?;
         let input = ChannelEventInput::voice_turn(transcript);
         let mut data =
