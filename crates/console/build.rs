@@ -15,6 +15,9 @@ fn main() {
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
         let relative = file.strip_prefix(&root).expect("under assets");
+        if relative == Path::new(STYLE_HASHES) {
+            continue; // read by the crate for its policy, not served
+        }
         let path: Vec<String> =
             relative.components().map(|part| part.as_os_str().to_string_lossy().into()).collect();
         let bytes = std::fs::read(file).expect("an asset can be read");
@@ -31,6 +34,9 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("assets.rs"), table).expect("OUT_DIR is writable");
 }
+
+/// The hashes of the inline styles the console may use (written by its build).
+const STYLE_HASHES: &str = "csp-style-hashes.txt";
 
 fn collect(directory: &Path, files: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(directory) else { return };

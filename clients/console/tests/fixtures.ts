@@ -11,8 +11,22 @@ export interface Daemon {
   api<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
 }
 
-export const test = base.extend<{ daemon: Daemon }>({
+export const test = base.extend<{ daemon: Daemon; policyViolations: string[] }>({
   baseURL: async ({}, use) => use(process.env.CAIRN_URL),
+  // Every test fails if the page broke the daemon's Content-Security-Policy (or logged an
+  // uncaught error): the policy must allow exactly what the console does.
+  policyViolations: [
+    async ({ page }, use) => {
+      const violations: string[] = [];
+      page.on("console", (message) => {
+        if (message.type() === "error" && /Content Security Policy/i.test(message.text())) violations.push(message.text());
+      });
+      page.on("pageerror", (error) => violations.push(`uncaught: ${error.message}`));
+      await use(violations);
+      expect(violations, "CSP violations or uncaught errors on the page").toEqual([]);
+    },
+    { auto: true },
+  ],
   daemon: async ({}, use) => {
     const url = process.env.CAIRN_URL!;
     await use({

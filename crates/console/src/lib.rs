@@ -55,20 +55,32 @@ pub fn is_console_path(path: &str) -> bool {
     path.starts_with('/') && !api("/api") && !api("/mcp") && path != "/openapi.json"
 }
 
-/// The `Content-Security-Policy` of the console's pages: its own scripts and styles only,
-/// no inline script, no framing, API calls and the voice socket to this origin. `host` is
-/// the request's `Host` (used for `ws:`/`wss:`, which older browsers do not count as
-/// `'self'`) when it is a plain host name or address with an optional port.
+/// The hashes (`sha256-…`, one a line) of the inline `<style>` elements the console renders:
+/// the chat widget's stylesheet. The console's build writes them beside the files.
+const STYLE_HASHES: &str = include_str!("../assets/csp-style-hashes.txt");
+
+/// The `Content-Security-Policy` of the console's pages: its own scripts and styles only
+/// (and the chat widget's one inline stylesheet, by hash), no inline script, no framing,
+/// API calls and the voice socket to this origin. `blob:` scripts are the voice hook's
+/// audio worklet, which it loads from a Blob URL (worklets count as scripts); only script
+/// already running on the page can make one. `host` is the request's `Host` (for `ws:` and
+/// `wss:`, which older browsers do not count as `'self'`) when it is a plain host name or
+/// address with an optional port.
 pub fn content_security_policy(host: Option<&str>) -> String {
     let mut connect = String::from("'self'");
     if let Some(host) = host.filter(|host| is_plain_host(host)) {
         connect.push_str(&format!(" ws://{host} wss://{host}"));
     }
+    let styles: String = STYLE_HASHES
+        .lines()
+        .map(str::trim)
+        .filter(|hash| hash.starts_with("sha256-"))
+        .map(|hash| format!(" '{hash}'"))
+        .collect();
     format!(
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-         font-src 'self'; connect-src {connect}; media-src 'self' blob:; \
-         worker-src 'self' blob:; manifest-src 'self'; base-uri 'none'; form-action 'self'; \
-         frame-ancestors 'none'"
+        "default-src 'none'; script-src 'self' blob:; style-src 'self'{styles}; \
+         img-src 'self' data:; font-src 'self'; connect-src {connect}; media-src 'self'; \
+         manifest-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
 }
 
@@ -145,7 +157,9 @@ mod tests {
     fn the_policy_allows_the_voice_socket_of_this_host_only() {
         let policy = content_security_policy(Some("127.0.0.1:8787"));
         assert!(policy.contains("connect-src 'self' ws://127.0.0.1:8787 wss://127.0.0.1:8787;"));
-        assert!(policy.contains("script-src 'self';"));
+        assert!(policy.contains("script-src 'self' blob:;"));
+        assert!(policy.contains("style-src 'self' 'sha256-"), "{policy}");
+        assert!(asset("/csp-style-hashes.txt").is_none());
         assert!(policy.contains("frame-ancestors 'none'"));
         let hostile = content_security_policy(Some("a.example; script-src *"));
         assert!(hostile.contains("connect-src 'self';"), "{hostile}");

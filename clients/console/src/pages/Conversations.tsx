@@ -1,6 +1,6 @@
 import { useEffect, useState } from "react";
 import { call, formatTime, streamConversation, type Conversation, type ReplayResult, type RuntimeEvent } from "../api";
-import { linkProps, navigate } from "../router";
+import { linkProps } from "../router";
 import { Badge, ErrorText, Page, useLoad } from "../ui";
 import { ChatPanel } from "../chat/ChatPanel";
 
@@ -60,9 +60,8 @@ export function ConversationsPage({ selected }: { selected?: string }) {
         <div className="detail">
           {chatting && (
             <ChatPanel
-              onConversationCreated={(id) => {
+              onConversationCreated={() => {
                 reload();
-                navigate(`/conversations/${encodeURIComponent(id)}`);
               }}
             />
           )}

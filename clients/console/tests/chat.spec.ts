@@ -1,0 +1,78 @@
+import { expect, screenshot, test } from "./fixtures";
+
+test("book a demo with the bundled agent through the chat widget", async ({ page, daemon }) => {
+  await page.goto("/conversations");
+  await page.getByRole("button", { name: "New chat" }).click();
+  const chat = page.getByRole("region", { name: "Chat with the agent" });
+  await expect(chat).toBeVisible();
+
+  await chat.getByLabel("Message").fill("I would like to book a demo");
+  await chat.getByRole("button", { name: "Send" }).click();
+  const log = chat.getByRole("log", { name: "Messages" });
+  await expect(log).toContainText("I would like to book a demo");
+  await expect(log).toContainText("Happy to set that up. Where can we reach you?");
+
+  // The agent's form widget, rendered by @cairn/react in the log.
+  const form = log.getByRole("form", { name: "Form" });
+  await form.getByLabel("Name").fill("Ada Lovelace");
+  await form.getByLabel("Email").fill("ada@example.com");
+  await screenshot(page, "chat-demo-form");
+  await form.getByRole("button", { name: "Submit" }).click();
+  await expect(log).toContainText("Thanks Ada Lovelace, we will write to ada@example.com to find a time.");
+  await expect(form.getByRole("button", { name: "Sent" })).toBeDisabled();
+  await screenshot(page, "chat-demo-booked");
+
+  // The conversation is in the daemon, and the console replays it.
+  const conversationId = await page.locator(".chat-panel .voice code").textContent();
+  expect(conversationId).toMatch(/^conv_/);
+  const replay = await daemon.api<{ messages: { role: string; text: string }[]; openPrompts: unknown[] }>(
+    "GET",
+    `/api/runtime/conversations/${conversationId}/replay`,
+  );
+  expect(replay.messages.map((message) => message.text)).toContain(
+    "Thanks Ada Lovelace, we will write to ada@example.com to find a time.",
+  );
+  expect(replay.openPrompts).toEqual([]);
+
+  await page.getByRole("list", { name: "conversation list" }).getByRole("link", { name: conversationId! }).click();
+  const detail = page.getByRole("region", { name: `conversation ${conversationId}` });
+  const transcript = detail.getByRole("list", { name: "transcript" });
+  await expect(transcript).toContainText("Thanks Ada Lovelace");
+  await detail.getByLabel("View").selectOption("events");
+  await expect(detail.getByRole("table", { name: "events" })).toContainText("prompt.opened");
+  await screenshot(page, "conversation-replay");
+});
+
+test("the live event stream shows what happens in a conversation as it happens", async ({ page, daemon }) => {
+  const { conversation } = await daemon.api<{ conversation: { id: string } }>("POST", "/api/runtime/conversations", {});
+  await daemon.api("POST", `/api/runtime/conversations/${conversation.id}/messages`, { message: "hello" });
+  await page.goto(`/conversations/${conversation.id}`);
+  const detail = page.getByRole("region", { name: `conversation ${conversation.id}` });
+  const transcript = detail.getByRole("list", { name: "transcript" });
+  await expect(transcript).toContainText("hello");
+  await detail.getByLabel("Live").check();
+  await expect(detail.getByRole("status")).toContainText("stream open");
+
+  await daemon.api("POST", `/api/runtime/conversations/${conversation.id}/messages`, { message: "I would like to book a demo" });
+  await expect(transcript).toContainText("Happy to set that up. Where can we reach you?");
+  // Nothing twice: the replayed greeting and the streamed turn each appear once.
+  await expect(transcript.getByText("hello", { exact: true })).toHaveCount(1);
+  await expect(transcript.getByText("I would like to book a demo", { exact: true })).toHaveCount(1);
+  await screenshot(page, "conversation-live");
+});
+
+test("the chat panel talks by voice: the microphone goes to the daemon's voice socket", async ({ page }) => {
+  await page.goto("/conversations");
+  await page.getByRole("button", { name: "New chat" }).click();
+  const voice = page.getByLabel("voice", { exact: true });
+  await voice.getByRole("button", { name: "Talk" }).click();
+  // Permission, a voice conversation, the socket (allowed by the policy's connect-src) and
+  // the capture worklet (a Blob URL script) all worked.
+  await expect(voice.getByRole("status")).toHaveText("voice: connected", { timeout: 20_000 });
+  await expect(voice.locator("code")).toHaveText(/^conv_/);
+  await screenshot(page, "chat-voice-connected");
+  await voice.getByRole("button", { name: "Mute" }).click();
+  await expect(voice.getByRole("button", { name: "Unmute" })).toBeVisible();
+  await voice.getByRole("button", { name: "Stop talking" }).click();
+  await expect(voice.getByRole("status")).toHaveText("voice: ended");
+});
