@@ -36,13 +36,13 @@ export default defineConfig({
     modulePreload: false,
     reportCompressedSize: false,
     chunkSizeWarningLimit: 1000,
-    rollupOptions: {
+    rolldownOptions: {
       output: {
         entryFileNames: "assets/console.js",
         chunkFileNames: "assets/[name].js",
         assetFileNames: (asset) =>
           asset.names.some((name) => name.endsWith(".css")) ? "assets/console.css" : "assets/[name][extname]",
-        inlineDynamicImports: true,
+        codeSplitting: false,
       },
     },
   },

@@ -8,7 +8,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   const [error, setError] = useState<string | undefined>(undefined);
   const [loading, setLoading] = useState(true);
   const generation = useRef(0);
-  // eslint-disable-next-line react-hooks/exhaustive-deps
+  // `load` is read afresh whenever `deps` change, as with useEffect.
   const run = useCallback(load, deps);
   const reload = useCallback(() => {
     const mine = ++generation.current;

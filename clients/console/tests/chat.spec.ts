@@ -6,7 +6,7 @@ test("book a demo with the bundled agent through the chat widget", async ({ page
   const chat = page.getByRole("region", { name: "Chat with the agent" });
   await expect(chat).toBeVisible();
 
-  await chat.getByLabel("Message").fill("I would like to book a demo");
+  await chat.getByRole("textbox", { name: "Message" }).fill("I would like to book a demo");
   await chat.getByRole("button", { name: "Send" }).click();
   const log = chat.getByRole("log", { name: "Messages" });
   await expect(log).toContainText("I would like to book a demo");

@@ -93,7 +93,7 @@ function ConnectorCard(props: { connector: Connector; onChanged: () => void }) {
     action.run(async () => setHealth(await call<ConnectorHealth>("GET", `/api/connectors/${connector.id}/health`)));
   useEffect(() => {
     void loadHealth();
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // Once per connector.
   }, [connector.id]);
   const sync = async () => {
     const result = await action.run(() => call<SyncReport>("POST", `/api/connectors/${connector.id}/sync`));
