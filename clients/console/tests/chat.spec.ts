@@ -29,9 +29,13 @@ test("book a demo with the bundled agent through the chat widget", async ({ page
     "GET",
     `/api/runtime/conversations/${conversationId}/replay`,
   );
-  expect(replay.messages.map((message) => message.text)).toContain(
-    "Thanks Ada Lovelace, we will write to ada@example.com to find a time.",
-  );
+  expect(
+    replay.messages.some(
+      (message) =>
+        message.role === "assistant" &&
+        message.text.startsWith("Thanks Ada Lovelace, we will write to ada@example.com to find a time."),
+    ),
+  ).toBe(true);
   expect(replay.openPrompts).toEqual([]);
 
   await page.getByRole("list", { name: "conversation list" }).getByRole("link", { name: conversationId! }).click();
@@ -68,11 +72,12 @@ test("the chat panel talks by voice: the microphone goes to the daemon's voice s
   await voice.getByRole("button", { name: "Talk" }).click();
   // Permission, a voice conversation, the socket (allowed by the policy's connect-src) and
   // the capture worklet (a Blob URL script) all worked.
-  await expect(voice.getByRole("status")).toHaveText("voice: connected", { timeout: 20_000 });
+  // (Without the Whisper model the daemon says it cannot transcribe; the socket stays up.)
+  await expect(voice.getByRole("status")).toHaveText(/^voice: connected/, { timeout: 20_000 });
   await expect(voice.locator("code")).toHaveText(/^conv_/);
   await screenshot(page, "chat-voice-connected");
   await voice.getByRole("button", { name: "Mute" }).click();
   await expect(voice.getByRole("button", { name: "Unmute" })).toBeVisible();
   await voice.getByRole("button", { name: "Stop talking" }).click();
-  await expect(voice.getByRole("status")).toHaveText("voice: ended");
+  await expect(voice.getByRole("status")).toHaveText(/^voice: ended/);
 });

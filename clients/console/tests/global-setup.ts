@@ -66,6 +66,7 @@ export default async function globalSetup() {
   const productionData = join(base, "production");
   const created = execFileSync(binary, ["keys", "create", "--role", "admin", "--name", "console-test", "--data-dir", productionData], {
     encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
   });
   const key = created.trim().split("\n").pop()!.trim();
   if (!key.startsWith("cairn_")) throw new Error(`cairn keys create printed no key:\n${created}`);

@@ -78,12 +78,12 @@ test("the review queue approves one memory and rejects another", async ({ page, 
 
 test("guards say why an action is blocked", async ({ page }) => {
   await page.goto("/guards");
-  await page.getByLabel("Action").fill("git push --force origin main");
+  await page.getByRole("textbox", { name: "Action" }).fill("git push --force origin main");
   await page.getByRole("button", { name: "Check" }).click();
   const verdict = page.getByRole("region", { name: "verdict" });
   await expect(verdict.getByRole("heading", { name: "Blocked" })).toBeVisible();
   await expect(verdict).toContainText("FORCE_PUSH_PROTECTED");
-  await page.getByLabel("Action").fill("rm -rf node_modules");
+  await page.getByRole("textbox", { name: "Action" }).fill("rm -rf node_modules");
   await page.getByRole("button", { name: "Check" }).click();
   await expect(verdict.getByRole("heading", { name: "Allowed" })).toBeVisible();
   await screenshot(page, "guards");

@@ -34,7 +34,7 @@ export function GuardsPage() {
       </form>
       <ErrorText error={action.error} />
       {result && (
-        <section className="report" aria-label="verdict" role="status">
+        <section className="report" aria-label="verdict" aria-live="polite">
           <h2 className={result.allowed ? "allowed" : "blocked"}>{result.allowed ? "Allowed" : "Blocked"}</h2>
           <Findings title="Blockers" findings={result.blockers} />
           <Findings title="Warnings" findings={result.warnings} />
