@@ -145,10 +145,13 @@ mod tests {
 
     #[test]
     fn the_api_is_never_the_console() {
-        for path in ["/api", "/api/", "/api/memories", "/api/runtime/x", "/mcp", "/mcp/x", "/openapi.json"] {
+        for path in
+            ["/api", "/api/", "/api/memories", "/api/runtime/x", "/mcp", "/mcp/x", "/openapi.json"]
+        {
             assert!(!is_console_path(path), "{path}");
         }
-        for path in ["/", "/memories", "/apis", "/mcpx", "/openapi.json.bak", "/assets/console.js"] {
+        for path in ["/", "/memories", "/apis", "/mcpx", "/openapi.json.bak", "/assets/console.js"]
+        {
             assert!(is_console_path(path), "{path}");
         }
     }
