@@ -55,3 +55,36 @@ test("the solo profile needs no key and the console is same-origin", async ({ pa
   await expect(page.getByRole("heading", { name: "Audit log" })).toBeVisible();
   await expect(page.getByRole("button", { name: "Sign out" })).toHaveCount(0);
 });
+
+test("in production the chat panel talks with the operator's key, event stream included", async ({ page, daemon }) => {
+  await page.goto(daemon.productionUrl + "/");
+  const login = page.getByRole("form", { name: "Cairn console" });
+  await login.getByLabel("API key").fill(daemon.key);
+  await login.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("link", { name: "Conversations" }).click();
+  await page.getByRole("button", { name: "New chat" }).click();
+  const chat = page.getByRole("region", { name: "Chat with the agent" });
+  await chat.getByRole("textbox", { name: "Message" }).fill("I would like to book a demo");
+  await chat.getByRole("button", { name: "Send" }).click();
+  const log = chat.getByRole("log", { name: "Messages" });
+  await expect(log).toContainText("Happy to set that up. Where can we reach you?");
+  const form = log.getByRole("form", { name: "Form" });
+  await form.getByLabel("Name").fill("Grace");
+  await form.getByLabel("Email").fill("grace@example.com");
+  await form.getByRole("button", { name: "Submit" }).click();
+  await expect(log).toContainText("Thanks Grace, we will write to grace@example.com to find a time.");
+
+  // The live view reads the stream with the key in a header, never in the URL.
+  const streamUrls: string[] = [];
+  page.on("request", (request) => {
+    if (request.url().includes("/events/stream")) streamUrls.push(request.url() + " " + (request.headers()["x-api-key"] ?? ""));
+  });
+  await page.getByRole("list", { name: "conversation list" }).getByRole("link").first().click();
+  await page.getByLabel("Live").check();
+  await expect(page.getByText("stream open")).toBeVisible();
+  expect(streamUrls.length).toBeGreaterThan(0);
+  for (const entry of streamUrls) {
+    expect(entry.endsWith(" " + daemon.key)).toBe(true);
+    expect(entry.split(" ")[0]).not.toContain(daemon.key);
+  }
+});
