@@ -13,7 +13,7 @@ test("book a demo with the bundled agent through the chat widget", async ({ page
   await expect(log).toContainText("Happy to set that up. Where can we reach you?");
 
   // The agent's form widget, rendered by @cairn/react in the log.
-  const form = log.getByRole("form", { name: "Form" });
+  const form = log.locator("form").filter({ has: page.getByLabel("Email") });
   await form.getByLabel("Name").fill("Ada Lovelace");
   await form.getByLabel("Email").fill("ada@example.com");
   await screenshot(page, "chat-demo-form");
@@ -80,4 +80,37 @@ test("the chat panel talks by voice: the microphone goes to the daemon's voice s
   await expect(voice.getByRole("button", { name: "Unmute" })).toBeVisible();
   await voice.getByRole("button", { name: "Stop talking" }).click();
   await expect(voice.getByRole("status")).toHaveText(/^voice: ended/);
+});
+
+test("the operator asks for feedback: the chat shows the agent's rating widget as it happens", async ({ page, daemon }) => {
+  await page.goto("/conversations");
+  await page.getByRole("button", { name: "New chat" }).click();
+  const chat = page.getByRole("region", { name: "Chat with the agent" });
+  await chat.getByRole("textbox", { name: "Message" }).fill("hello");
+  await chat.getByRole("button", { name: "Send" }).click();
+  const log = chat.getByRole("log", { name: "Messages" });
+  await expect(log).toContainText("Hi! I can book a demo for you, or put you through to a person.");
+  const conversationId = (await page.locator(".chat-panel .voice code").textContent())!;
+
+  // From the conversation's page, a journey event starts the feedback journey; the chat
+  // follows the conversation's event stream and shows the rating widget.
+  await page.getByRole("list", { name: "conversation list" }).getByRole("link", { name: conversationId }).click();
+  const operate = page.getByRole("group", { name: "operate" });
+  await expect(operate.getByLabel("Journey event")).toHaveValue("feedback.requested");
+  await operate.getByRole("button", { name: "Send event" }).click();
+  await expect(log).toContainText("How did we do today?");
+  await log.getByRole("button", { name: "4 of 5" }).click();
+  await expect(log).toContainText("Thank you! Anything we could do better? Just type it.");
+  await chat.getByRole("textbox", { name: "Message" }).fill("Faster replies, please.");
+  await chat.getByRole("button", { name: "Send" }).click();
+  await expect(log).toContainText("Thanks for the feedback, it helps.");
+  await screenshot(page, "chat-feedback-rating");
+
+  // The journey stored it as a memory of the conversation (listed to operators, never
+  // searched for other visitors).
+  const stored = await daemon.api<{ memories: { content: string }[] }>("GET", "/api/memories?limit=500");
+  expect(stored.memories.map((memory) => memory.content)).toContain("Feedback: rated 4 of 5. Faster replies, please.");
+
+  await operate.getByRole("button", { name: "Close" }).click();
+  await expect(page.getByRole("region", { name: `conversation ${conversationId}` })).toContainText("closed");
 });

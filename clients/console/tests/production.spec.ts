@@ -68,7 +68,7 @@ test("in production the chat panel talks with the operator's key, event stream i
   await chat.getByRole("button", { name: "Send" }).click();
   const log = chat.getByRole("log", { name: "Messages" });
   await expect(log).toContainText("Happy to set that up. Where can we reach you?");
-  const form = log.getByRole("form", { name: "Form" });
+  const form = log.locator("form").filter({ has: page.getByLabel("Email") });
   await form.getByLabel("Name").fill("Grace");
   await form.getByLabel("Email").fill("grace@example.com");
   await form.getByRole("button", { name: "Submit" }).click();

@@ -1,7 +1,7 @@
 import { useEffect, useState } from "react";
 import { call, formatTime, streamConversation, type Conversation, type ReplayResult, type RuntimeEvent } from "../api";
 import { linkProps } from "../router";
-import { Badge, ErrorText, Page, useLoad } from "../ui";
+import { Badge, ErrorText, Page, useAction, useLoad } from "../ui";
 import { ChatPanel } from "../chat/ChatPanel";
 
 interface ConversationList {
@@ -73,7 +73,7 @@ export function ConversationsPage({ selected }: { selected?: string }) {
 }
 
 function ConversationDetail({ id }: { id: string }) {
-  const { data, error } = useLoad(
+  const { data, error, reload } = useLoad(
     () => call<ReplayResult>("GET", `/api/runtime/conversations/${encodeURIComponent(id)}/replay`),
     [id],
   );
@@ -136,6 +136,7 @@ function ConversationDetail({ id }: { id: string }) {
         </div>
       </header>
       <ErrorText error={error} />
+      {data && <Operate id={id} lifecycle={data.conversation.lifecycle} onDone={reload} />}
       {data && data.openPrompts.length > 0 && (
         <p className="meta">
           Waiting for: {data.openPrompts.map((prompt) => `${prompt.widgetKind} (${prompt.promptId})`).join(", ")}
@@ -176,5 +177,44 @@ function ConversationDetail({ id }: { id: string }) {
       )}
       {data?.nextAfterOffset != null && <p className="meta">The replay shows the first 1,000 events.</p>}
     </section>
+  );
+}
+
+/** What an operator does to a conversation: a journey event (e.g. `feedback.requested`), hand-off, resume, close. */
+function Operate(props: { id: string; lifecycle: string; onDone: () => void }) {
+  const [eventName, setEventName] = useState("feedback.requested");
+  const action = useAction();
+  const base = `/api/runtime/conversations/${encodeURIComponent(props.id)}`;
+  const run = async (path: string, body: unknown) => {
+    const done = await action.run(() => call("POST", base + path, body));
+    if (done !== undefined) props.onDone();
+  };
+  const closed = props.lifecycle === "closed";
+  return (
+    <div className="panel row" role="group" aria-label="operate">
+      <label>
+        Journey event
+        <input value={eventName} onChange={(event) => setEventName(event.target.value)} />
+      </label>
+      <button type="button" disabled={action.busy || closed || eventName.trim() === ""} onClick={() => void run("/journey-events", { eventName: eventName.trim(), payload: {} })}>
+        Send event
+      </button>
+      {props.lifecycle === "active" && (
+        <button type="button" className="secondary" disabled={action.busy} onClick={() => void run("/handoff", { reason: "taken over from the console" })}>
+          Hand off
+        </button>
+      )}
+      {props.lifecycle !== "active" && (
+        <button type="button" className="secondary" disabled={action.busy} onClick={() => void run("/resume", {})}>
+          Resume
+        </button>
+      )}
+      {!closed && (
+        <button type="button" className="danger" disabled={action.busy} onClick={() => void run("/close", {})}>
+          Close
+        </button>
+      )}
+      <ErrorText error={action.error} />
+    </div>
   );
 }
