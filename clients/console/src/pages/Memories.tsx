@@ -210,7 +210,7 @@ export function MemoryCard(props: { memory: Memory; score?: number; onChanged: (
       {editing ? (
         <EditMemory memory={memory} busy={action.busy} onSave={patch} onCancel={() => setEditing(false)} />
       ) : (
-        <p className="content">{memory.content}</p>
+        <p className="memory-text">{memory.content}</p>
       )}
       <div className="meta">
         <Badge value={memory.scope} />
