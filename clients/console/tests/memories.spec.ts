@@ -35,7 +35,7 @@ test("add a memory, find it by search, edit, archive and restore it", async ({ p
   await card.getByLabel("Content").fill(`Deploy the ${word} service with make ship.`);
   await card.getByLabel("Status").selectOption("review");
   await card.getByRole("button", { name: "Save" }).click();
-  await expect(card.locator(".content")).toHaveText(`Deploy the ${word} service with make ship.`);
+  await expect(card.locator(".memory-text")).toHaveText(`Deploy the ${word} service with make ship.`);
   await expect(card).toContainText("review");
 
   // Filter the list by repository and status instead of searching.
