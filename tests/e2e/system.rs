@@ -45,7 +45,14 @@ async fn openapi_document_is_served_and_matches_the_committed_file() {
 async fn unknown_routes_and_methods_get_the_envelope() {
     let daemon = Daemon::start();
     daemon.get("/api/nothing").await.assert_error(404, "NOT_FOUND");
-    daemon.get("/").await.assert_error(404, "NOT_FOUND");
+    // `/` is the web console (docs/console.md); a missing file is still the API's 404.
+    daemon.get("/favicon.ico").await.assert_error(404, "NOT_FOUND");
+    daemon.get("/assets/missing.js").await.assert_error(404, "NOT_FOUND");
+    let console = daemon.get("/").await;
+    assert_eq!(console.status, 200);
+    assert_eq!(console.headers["content-type"], "text/html; charset=utf-8");
+    assert!(console.text.contains("/assets/console.js"), "{}", console.text);
+    daemon.request(Method::DELETE, "/", Body::None).await.assert_error(404, "NOT_FOUND");
     let wrong = daemon.request(Method::PUT, "/api/memories", Body::None).await;
     wrong.assert_error(405, "METHOD_NOT_ALLOWED");
     assert_eq!(wrong.headers["allow"], "GET, POST");

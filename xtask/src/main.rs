@@ -1,5 +1,6 @@
-//! Cairn's development tasks (the cargo-xtask pattern): `cargo xtask ci|openapi|bench|tidy`.
+//! Cairn's development tasks (the cargo-xtask pattern): `cargo xtask <task>`, listed by `help`.
 
+mod npm;
 mod python;
 mod tidy;
 
@@ -13,7 +14,11 @@ cargo xtask <task>
 
 tasks:
   ci                 everything CI checks: fmt, clippy -D warnings, tests, OpenAPI drift, tidy,
+                     the browser packages (npm ci, build, test) and the console's drift,
                      the MCP SDK check, schemathesis
+  npm                the browser packages alone: clients/typescript, clients/react and
+                     clients/console (npm ci, build, test in a real Chromium), console drift
+  console            rebuild the console's committed assets (crates/console/assets)
   openapi [--check]  regenerate docs/openapi.json from the code (--check: fail if it drifted)
   bench [ARGS]       release-build and run the benchmarks against DESIGN.md's budgets
                      (ARGS go to cairn-bench, e.g. --quick)
@@ -45,6 +50,8 @@ fn main() -> anyhow::Result<()> {
             cargo(&command, &[])
         }
         "tidy" => tidy::run(&root),
+        "npm" => npm::ci(&root),
+        "console" => npm::console(&root),
         "schemathesis" => python::schemathesis(&root, &rest),
         "mcp" => python::mcp(&root),
         "fuzz" => {
@@ -70,6 +77,7 @@ fn ci() -> anyhow::Result<()> {
     cargo(&["test", "--workspace", "--locked"], &[])?;
     openapi(true)?;
     tidy::run(&workspace_root())?;
+    npm::ci(&workspace_root())?;
     python::mcp(&workspace_root())?;
     python::schemathesis(&workspace_root(), &[])?;
     println!("xtask ci: all checks passed");

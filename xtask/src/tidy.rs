@@ -10,6 +10,7 @@ use anyhow::bail;
 /// Tools (`cli`, `bench`, `xtask`) sit on top.
 const LAYERS: &[(&str, u8)] = &[
     ("cairn-types", 0),
+    ("cairn-console", 0),
     ("cairn-http", 1),
     ("cairn-store", 1),
     ("cairn-runtime", 2),
@@ -31,6 +32,7 @@ const LAYERS: &[(&str, u8)] = &[
 /// wire types and HTTP.
 const CAIRN_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("cairn-types", &[]),
+    ("cairn-console", &[]),
     ("cairn-http", &["cairn-types"]),
     ("cairn-runtime", &["cairn-types", "cairn-http"]),
     ("cairn-client", &["cairn-types"]),

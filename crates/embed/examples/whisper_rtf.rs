@@ -9,7 +9,7 @@
 //! cargo run --release -p cairn-embed --example whisper_rtf [-- MODELS_DIR [TEXT…]]
 //! ```
 //!
-//! `MODELS_DIR` defaults to the tests' cache (`$TMPDIR/cairn-test-model`); the model is
+//! `MODELS_DIR` defaults to the tests' cache (`target/test-models`); the model is
 //! fetched into it when missing.
 
 use std::path::PathBuf;
@@ -31,8 +31,7 @@ const TEXTS: [&str; 3] = [
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
-    let models =
-        args.next().map_or_else(|| std::env::temp_dir().join("cairn-test-model"), PathBuf::from);
+    let models = args.next().map_or_else(|| workspace_target().join("test-models"), PathBuf::from);
     let texts: Vec<String> = args.collect();
     let texts: Vec<&str> =
         if texts.is_empty() { TEXTS.to_vec() } else { texts.iter().map(String::as_str).collect() };
@@ -83,4 +82,9 @@ fn memory(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The workspace's `target/` directory.
+fn workspace_target() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
 }

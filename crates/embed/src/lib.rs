@@ -85,3 +85,10 @@ pub fn voice_model_dir(data_dir: &Path) -> PathBuf {
 pub fn voice_model_installed(dir: &Path) -> bool {
     voice::VOICE_MODEL_FILES.iter().all(|file| dir.join(file).is_file())
 }
+
+/// Where this crate's tests keep the models they fetch, once per clone: `target/test-models`
+/// of the workspace (nothing is cached outside the clone).
+#[cfg(test)]
+pub(crate) fn test_cache() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-models")
+}

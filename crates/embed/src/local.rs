@@ -166,7 +166,7 @@ mod tests {
     fn embedder() -> &'static LocalEmbedder {
         static EMBEDDER: OnceLock<LocalEmbedder> = OnceLock::new();
         EMBEDDER.get_or_init(|| {
-            let cache = std::env::temp_dir().join("cairn-test-model");
+            let cache = crate::test_cache();
             let dir = crate::fetch::fetch_model(&cache).unwrap();
             LocalEmbedder::load(&dir).unwrap()
         })

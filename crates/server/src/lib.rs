@@ -2,8 +2,9 @@
 //!
 //! This crate knows sockets and connections, nothing about memories: it bounds connections,
 //! times out slow request headers, logs each request, performs the WebSocket upgrade of the
-//! runtime's voice socket, and shuts down gracefully, giving in-flight requests and open
-//! sockets a deadline to finish. Handlers enforce their own body limits.
+//! runtime's voice socket, serves the web console's embedded files at `/`, and shuts down
+//! gracefully, giving in-flight requests and open sockets a deadline to finish. Handlers
+//! enforce their own body limits.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 mod body;
 mod connections;
+mod console;
 mod openapi;
 mod peer;
 
@@ -193,6 +195,10 @@ impl Services {
             request.extensions_mut().insert(account);
         }
         let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        if let Some(response) = console::respond(&request) {
+            tracing::debug!(%method, %path, status = response.status().as_u16(), "console");
+            return response;
+        }
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(&path));
         if runtime.is_some() {
             bearer_from_query(&mut request);

