@@ -2,6 +2,8 @@
 // the operator's API key, kept in sessionStorage only, goes with every request as X-API-Key;
 // a 401 forgets it and asks again.
 
+import { readMessages } from "./sse";
+
 export type Scope = "repo" | "user" | "global" | "task";
 export type Status = "active" | "stale" | "review";
 
@@ -281,27 +283,11 @@ export function streamConversation(
           throw new ApiError(`the stream answered ${response.status}`, response.status, "STREAM");
         }
         onState("open");
-        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-        let buffer = "";
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buffer += value.replace(/\r\n?/g, "\n");
-          let end: number;
-          while ((end = buffer.indexOf("\n\n")) >= 0) {
-            const frame = buffer.slice(0, end);
-            buffer = buffer.slice(end + 2);
-            const data = frame
-              .split("\n")
-              .filter((line) => line.startsWith("data:"))
-              .map((line) => line.slice(5).replace(/^ /, ""))
-              .join("\n");
-            if (!data) continue;
-            const event = JSON.parse(data) as RuntimeEvent;
-            if (last !== undefined && event.offset <= last) continue;
-            last = event.offset;
-            onEvent(event);
-          }
+        for await (const message of readMessages(response.body)) {
+          const event = JSON.parse(message.data) as RuntimeEvent;
+          if (last !== undefined && event.offset <= last) continue;
+          last = event.offset;
+          onEvent(event);
         }
       } catch (error) {
         if (controller.signal.aborted) break;

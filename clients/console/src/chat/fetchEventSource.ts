@@ -4,6 +4,8 @@
 // the stream itself after the last offset it delivered, so this one never reconnects.
 import type { EventSourceFactoryOptions, EventSourceLike } from "@cairn/client";
 
+import { readMessages } from "../sse";
+
 export class FetchEventSource implements EventSourceLike {
   readyState = 0;
   onopen: ((event: Event) => unknown) | null = null;
@@ -34,26 +36,9 @@ export class FetchEventSource implements EventSourceLike {
       if (!response.ok || !response.body) throw new Error(`the event stream answered ${response.status}`);
       this.readyState = 1;
       this.onopen?.(new Event("open"));
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value.replace(/\r\n?/g, "\n");
-        let end: number;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const frame = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          let data: string[] = [];
-          let id: string | undefined;
-          for (const line of frame.split("\n")) {
-            if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-            else if (line.startsWith("id:")) id = line.slice(3).trim();
-          }
-          if (data.length === 0 || this.readyState === 2) continue;
-          this.onmessage?.(new MessageEvent("message", { data: data.join("\n"), lastEventId: id ?? "" }));
-          data = [];
-        }
+      for await (const message of readMessages(response.body)) {
+        if (this.readyState === 2) continue;
+        this.onmessage?.(new MessageEvent("message", { data: message.data, lastEventId: message.id ?? "" }));
       }
       throw new Error("the event stream ended");
     } catch {

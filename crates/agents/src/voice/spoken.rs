@@ -5,29 +5,15 @@
 /// `…` before a space) and lines. Joined with single spaces they give the text back with
 /// its whitespace normalised.
 pub fn sentences(text: &str) -> Vec<String> {
-    let mut pieces = Vec::new();
-    for line in text.lines() {
-        let mut current = String::new();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        for word in words {
-            if !current.is_empty() {
-                current.push(' ');
-            }
-            current.push_str(word);
-            if word.ends_with(['.', '!', '?', '…', ':', ';']) {
-                pieces.push(std::mem::take(&mut current));
-            }
-        }
-        if !current.is_empty() {
-            pieces.push(current);
-        }
-    }
+    let mut splitter = SentenceSplitter::default();
+    let mut pieces = splitter.push(text);
+    pieces.extend(splitter.finish());
     pieces
 }
 
 /// [`sentences`] for text that arrives in pieces (a language model's deltas): each call
-/// returns the pieces completed so far, and [`finish`](SentenceSplitter::finish) the rest.
-/// Together they are `sentences` of the whole text.
+/// returns the pieces completed so far, and [`finish`](SentenceSplitter::finish) the rest,
+/// whatever the pieces' boundaries.
 #[derive(Debug, Default)]
 pub struct SentenceSplitter {
     current: String,
