@@ -75,7 +75,7 @@ async fn two_stores_on_one_database_behave_as_one() {
     let cluster = TestCluster::start();
     let url = cluster.create_database();
     let mut n = 0;
-    cairn_store::conformance::run_shared_conversations(&mut || {
+    cairn_store::conformance::run_shared(|| {
         n += 1;
         let url = url.clone();
         async move { two(&url, &format!("shared_{n}")).await }
