@@ -592,15 +592,22 @@ impl MemoryStore for PgStore {
                 // Bookkeeping, not a user's write: survives a daemon crash, made durable by
                 // the next synced commit (SQLite's relaxed writer), for this transaction only.
                 tx.batch_execute("SET LOCAL synchronous_commit = off").await.map_err(crate::pg)?;
-                let mut sorted = ids.clone();
-                sorted.sort_unstable();
+                // Rows locked in one order (the primary key's) before they are changed: two
+                // packs recalling overlapping memories at once queue instead of deadlocking,
+                // which an UPDATE … FROM alone does not ensure (its join decides the order).
+                execute(
+                    tx,
+                    "SELECT 1 FROM memories WHERE id = ANY($1) ORDER BY pk FOR UPDATE",
+                    &[ids],
+                )
+                .await?;
                 execute(
                     tx,
                     "UPDATE memories m SET last_recalled_at = $2, \
                      recall_count = m.recall_count + u.times \
                      FROM (SELECT id, count(*) AS times FROM unnest($1::text[]) AS id GROUP BY id) u \
                      WHERE m.id = u.id",
-                    &[&sorted, &at.as_millis()],
+                    &[ids, &at.as_millis()],
                 )
                 .await?;
                 execute(

@@ -248,18 +248,22 @@ async fn run(
             sql
         }
     };
+    // Each candidate's score is a subquery of its own, so the plan probes the primary key
+    // (term, memory) once per candidate and term: a join of the candidates with the terms'
+    // postings is planned as a scan of every posting of each term (the planner cannot see
+    // through `unnest`), work that grows with the corpus instead of with the candidates.
     let sql = format!(
         "WITH cand AS ({candidates}), \
          q AS (SELECT term, idf FROM unnest($5::text[], $6::float8[]) AS q(term, idf)), \
          scored AS ( \
-             SELECT t.memory_pk, sum(q.idf * ((2.0::float8 * t.content_tf + t.tags_tf) * {k1p1}) \
-                 / ((2.0::float8 * t.content_tf + t.tags_tf) \
-                    + {K1}::float8 * ({one_minus_b}::float8 + {B}::float8 * m.doc_tokens / $7::float8))) AS score \
-             FROM cand c \
-             JOIN memory_terms t ON t.memory_pk = c.memory_pk AND t.term = ANY($5) \
-             JOIN q ON q.term = t.term \
-             JOIN memories m ON m.pk = t.memory_pk \
-             GROUP BY t.memory_pk ORDER BY score DESC, t.memory_pk DESC LIMIT $9 \
+             SELECT c.memory_pk, ( \
+                 SELECT sum(q.idf * ((2.0::float8 * t.content_tf + t.tags_tf) * {k1p1}) \
+                     / ((2.0::float8 * t.content_tf + t.tags_tf) \
+                        + {K1}::float8 * ({one_minus_b}::float8 + {B}::float8 * m.doc_tokens / $7::float8))) \
+                 FROM q JOIN memory_terms t ON t.term = q.term AND t.memory_pk = c.memory_pk \
+             ) AS score \
+             FROM cand c JOIN memories m ON m.pk = c.memory_pk \
+             ORDER BY score DESC, c.memory_pk DESC LIMIT $9 \
          ) \
          SELECT {MEMORY_COLUMNS}, s.score FROM scored s JOIN memories m ON m.pk = s.memory_pk \
          WHERE ($1::text IS NULL OR m.scope = $1) AND ($2::text IS NULL OR m.status = $2) \

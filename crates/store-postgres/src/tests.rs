@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use cairn_store::conformance::sample_conversation;
 use cairn_store::{
-    Commit, CommitOutcome, ConversationStore, ExternalChange, KeyStore, NewEvent, Store,
+    Commit, CommitOutcome, ConversationStore, ExternalChange, KeyStore, MemoryStore, NewEvent,
+    Store,
 };
-use cairn_types::{ApiKey, Role, Snapshot, Timestamp};
+use cairn_types::{ApiKey, Role, Scope, Snapshot, Timestamp};
 
 use crate::testing::TestCluster;
 use crate::{PgOptions, PgStore};
@@ -386,4 +387,43 @@ async fn an_unreachable_server_is_an_error_not_a_hang() {
     let error = PgStore::open(options(&url, "public")).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
     assert!(error.to_string().contains("storage backend failed"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packs_recalling_overlapping_memories_at_once_queue_without_deadlock() {
+    let cluster = TestCluster::start();
+    let store = Arc::new(open(&cluster.create_database(), "public").await);
+    let memories: Vec<_> = (0..24)
+        .map(|n| {
+            cairn_store::conformance::sample_memory(&format!("memory {n}"), Scope::Repo, 1_000 + n)
+        })
+        .collect();
+    store.insert_memories(&memories, "test").await.unwrap();
+    let ids: Vec<String> = memories.iter().map(|memory| memory.id.clone()).collect();
+    // Sixteen packs at once, each recording the same memories in its own order, ten times.
+    let tasks: Vec<_> = (0..16)
+        .map(|n| {
+            let (store, mut ids) = (store.clone(), ids.clone());
+            let len = ids.len();
+            ids.rotate_left(n * 3 % len);
+            if n % 2 == 1 {
+                ids.reverse();
+            }
+            tokio::spawn(async move {
+                for round in 0..10 {
+                    let task = format!("task-{n}-{round}");
+                    store.record_recall(&ids, &task, Timestamp::from_millis(5_000)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for id in &ids {
+        let memory = store.get_memory(id).await.unwrap().unwrap();
+        assert_eq!(memory.recall_count, 160, "{id}: every recording counted once");
+    }
+    let log = cluster.log();
+    assert!(!log.contains("deadlock detected"), "PostgreSQL detected deadlocks:\n{log}");
 }
