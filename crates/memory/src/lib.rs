@@ -496,21 +496,16 @@ impl Engine {
                 semantic::candidates(semantic, store, text, filter, repo, limit as usize).await
             }
             (RetrievalMode::Hybrid, Some(semantic)) => {
+                let store = self.store.as_ref();
+                let k = limit as usize;
                 let (words, meaning) = tokio::join!(
                     fulltext(),
-                    semantic::candidates(
-                        semantic,
-                        self.store.as_ref(),
-                        text,
-                        filter,
-                        repo,
-                        limit as usize
-                    )
+                    semantic::nearest(semantic, store, text, filter, repo, k)
                 );
                 let words = words?;
                 match meaning {
-                    Ok(meaning) => {
-                        let mut fused = semantic::fuse(words, meaning);
+                    Ok((meaning, query)) => {
+                        let mut fused = semantic::hybrid(semantic, query, words, meaning).await;
                         fused.truncate(limit as usize);
                         Ok(fused)
                     }
