@@ -483,7 +483,7 @@ impl Engine {
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let terms = text::terms(text);
+        let terms = text::query_terms(text);
         let fulltext = || self.store.search_memories(&terms, filter, limit);
         match (mode.unwrap_or(self.retrieval()), &self.semantic) {
             (RetrievalMode::Fulltext, _) => Ok(fulltext().await?),
