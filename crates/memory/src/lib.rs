@@ -10,6 +10,7 @@ mod context;
 mod dream;
 pub mod embed;
 mod guard;
+mod neighbours;
 pub mod privacy;
 mod rank;
 mod recall;
@@ -476,6 +477,19 @@ impl Engine {
 
     /// Candidates without the privacy rule: callers filter by who reads.
     async fn candidates_of_anyone(
+        &self,
+        text: &str,
+        filter: &MemoryFilter,
+        repo: Option<&str>,
+        limit: u32,
+        mode: Option<RetrievalMode>,
+    ) -> Result<Vec<cairn_store::TextMatch>> {
+        let found = self.matches(text, filter, repo, limit, mode).await?;
+        neighbours::propagate(self.store.as_ref(), found, filter).await
+    }
+
+    /// What matches the text, by words, meaning or both.
+    async fn matches(
         &self,
         text: &str,
         filter: &MemoryFilter,
