@@ -2,9 +2,12 @@
 //!
 //! Every turn of a conversation is stored as a memory through the real engine; every
 //! question with evidence (category 5, the adversarial one, is left out) is asked as a
-//! search in each retrieval mode, and as a context pack. Reported: recall@5 and recall@10
-//! (the share of a question's evidence turns in the first 5 or 10 hits, averaged) and MRR
-//! (the mean of 1 / rank of the first evidence turn).
+//! search in each retrieval mode, and as a context pack. Reported, overall and per question
+//! category: recall@1, @5 and @10 (the share of a question's evidence turns in the first k
+//! hits, averaged), recall_any@5 (the share of questions with any evidence turn in the first
+//! 5) and MRR@10 (the mean of 1 / rank of the first evidence turn within the first 10); for
+//! context packs also the share of evidence turns the pack holds and of questions it holds
+//! evidence for.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -29,6 +32,9 @@ pub struct EvalOptions {
     pub budget: u32,
     /// Also run on PostgreSQL and compare with SQLite: `None` runs SQLite alone.
     pub postgres: Option<PostgresTarget>,
+    /// A file that keeps the model's vectors between runs, by text (the same vectors the
+    /// model gives, so the figures do not change; only the time to get them).
+    pub embedding_cache: Option<PathBuf>,
 }
 
 /// Where the PostgreSQL side of the eval runs.
@@ -42,10 +48,18 @@ pub enum PostgresTarget {
 /// The largest full-text recall@5 difference between the backends the eval accepts.
 const PARITY: f64 = 0.02;
 
+/// The categories of LoCoMo's questions (5, adversarial, is left out).
+const CATEGORIES: [(u64, &str); 4] =
+    [(1, "multi-hop"), (2, "temporal"), (3, "open-domain"), (4, "single-hop")];
+
 #[derive(Default, Clone, Copy)]
 struct Score {
+    recall1: f64,
     recall5: f64,
     recall10: f64,
+    /// Questions with at least one evidence turn in the first 5.
+    any5: f64,
+    /// 1 / rank of the first evidence turn within the first 10.
     reciprocal_rank: f64,
     questions: usize,
 }
@@ -55,32 +69,83 @@ impl Score {
         let found = |k: usize| {
             evidence.iter().filter(|id| ranked.iter().take(k).any(|hit| hit == *id)).count()
         };
+        self.recall1 += found(1) as f64 / evidence.len() as f64;
         self.recall5 += found(5) as f64 / evidence.len() as f64;
         self.recall10 += found(10) as f64 / evidence.len() as f64;
+        self.any5 += f64::from(u8::from(found(5) > 0));
         self.reciprocal_rank += ranked
             .iter()
+            .take(10)
             .position(|hit| evidence.contains(hit))
             .map_or(0.0, |rank| 1.0 / (rank + 1) as f64);
         self.questions += 1;
     }
 
+    fn merge(&mut self, other: &Score) {
+        self.recall1 += other.recall1;
+        self.recall5 += other.recall5;
+        self.recall10 += other.recall10;
+        self.any5 += other.any5;
+        self.reciprocal_rank += other.reciprocal_rank;
+        self.questions += other.questions;
+    }
+
+    fn recall_any5(&self) -> f64 {
+        self.any5 / self.questions.max(1) as f64
+    }
+
+    fn mrr(&self) -> f64 {
+        self.reciprocal_rank / self.questions.max(1) as f64
+    }
+
     fn row(&self, name: &str) -> String {
         let n = self.questions.max(1) as f64;
         format!(
-            "| {name} | {:.1} % | {:.1} % | {:.3} |",
+            "| {name} | {} | {:.1} % | {:.1} % | {:.1} % | {:.3} | {:.3} |",
+            self.questions,
+            100.0 * self.recall1 / n,
             100.0 * self.recall5 / n,
             100.0 * self.recall10 / n,
-            self.reciprocal_rank / n
+            self.recall_any5(),
+            self.mrr()
         )
+    }
+}
+
+/// Scores by question category.
+#[derive(Default, Clone)]
+struct Scores(HashMap<u64, Score>);
+
+impl Scores {
+    fn add(&mut self, category: u64, ranked: &[String], evidence: &[String]) {
+        self.0.entry(category).or_default().add(ranked, evidence);
+    }
+
+    fn all(&self) -> Score {
+        let mut all = Score::default();
+        for score in self.0.values() {
+            all.merge(score);
+        }
+        all
+    }
+
+    fn category(&self, category: u64) -> Score {
+        self.0.get(&category).copied().unwrap_or_default()
     }
 }
 
 /// How one backend scored.
 struct Results {
     modes: Vec<RetrievalMode>,
-    scores: HashMap<RetrievalMode, Score>,
-    context: Score,
+    scores: HashMap<RetrievalMode, Scores>,
+    /// The context pack's entries in the order of the pack.
+    context: Scores,
+    /// The share of each question's evidence turns that its pack holds, summed.
     context_recall: f64,
+    /// Questions whose pack holds at least one evidence turn.
+    context_any: usize,
+    /// In-process latency of each search, by mode (milliseconds).
+    latencies: HashMap<RetrievalMode, Vec<f64>>,
 }
 
 /// Opens a fresh, empty store for conversation `number`.
@@ -115,12 +180,15 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read {}", options.data.display()))?;
     let conversations: Vec<Value> =
         serde_json::from_str(&text).context("not a LoCoMo JSON file")?;
-    let embedder = embedder(&options)?;
+    let (embedder, cache) = embedder(&options)?;
     eprintln!(
         "embedder: {}",
         embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned())
     );
     let sqlite = evaluate(&options, &conversations, &embedder, &Backend::Sqlite).await?;
+    if let Some(cache) = &cache {
+        cache.save()?;
+    }
     let Some(target) = &options.postgres else {
         print_results(&sqlite, None, &options);
         return Ok(());
@@ -138,7 +206,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let postgres =
         evaluate(&options, &conversations, &embedder, &Backend::Postgres { url, run }).await?;
     print_results(&sqlite, Some(&postgres), &options);
-    let n = |score: &Score| score.recall5 / score.questions.max(1) as f64;
+    let n = |scores: &Scores| scores.all().recall5 / scores.all().questions.max(1) as f64;
     let difference = (n(&sqlite.scores[&RetrievalMode::Fulltext])
         - n(&postgres.scores[&RetrievalMode::Fulltext]))
     .abs();
@@ -151,27 +219,65 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
 }
 
 fn print_results(sqlite: &Results, postgres: Option<&Results>, options: &EvalOptions) {
-    println!("| retrieval | recall@5 | recall@10 | MRR |");
-    println!("|---|---|---|---|");
     let backends: Vec<(&str, &Results)> = match postgres {
         None => vec![("", sqlite)],
         Some(postgres) => vec![(", SQLite", sqlite), (", PostgreSQL", postgres)],
     };
+    let header = "| retrieval | questions | recall@1 | recall@5 | recall@10 | recall_any@5 | MRR@10 |\n\
+                  |---|---|---|---|---|---|---|";
+    println!("{header}");
     for mode in &sqlite.modes {
         for (name, results) in &backends {
-            println!("{}", results.scores[mode].row(&format!("search, {}{name}", mode.as_str())));
+            let row = results.scores[mode].all().row(&format!("search, {}{name}", mode.as_str()));
+            println!("{row}");
         }
     }
     for (name, results) in &backends {
-        println!("{}", results.context.row(&format!("context pack (order of the pack){name}")));
+        let name = format!("context pack, {} tokens (order of the pack){name}", options.budget);
+        println!("{}", results.context.all().row(&name));
+    }
+    println!("\nBy question category:\n\n{header}");
+    for mode in &sqlite.modes {
+        for (name, results) in &backends {
+            for (category, label) in CATEGORIES {
+                let row = results.scores[mode]
+                    .category(category)
+                    .row(&format!("search, {}, {label}{name}", mode.as_str()));
+                println!("{row}");
+            }
+        }
     }
     for (name, results) in &backends {
+        for (category, label) in CATEGORIES {
+            println!(
+                "{}",
+                results.context.category(category).row(&format!("context pack, {label}{name}"))
+            );
+        }
+    }
+    for (name, results) in &backends {
+        let questions = results.context.all().questions.max(1) as f64;
         println!(
-            "\n{} questions; a {}-token context pack holds {:.1} % of the evidence turns{name}.",
-            results.context.questions,
+            "\n{} questions; a {}-token context pack holds {:.1} % of the evidence turns and \
+             evidence for {:.1} % of the questions{name}.",
+            results.context.all().questions,
             options.budget,
-            100.0 * results.context_recall / results.context.questions.max(1) as f64
+            100.0 * results.context_recall / questions,
+            100.0 * results.context_any as f64 / questions,
         );
+        for mode in &results.modes {
+            let mut latencies = results.latencies[mode].clone();
+            latencies.sort_by(f64::total_cmp);
+            let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
+            if !latencies.is_empty() {
+                println!(
+                    "search, {}{name}: {:.2} ms p50, {:.2} ms p99 in process",
+                    mode.as_str(),
+                    at(0.5),
+                    at(0.99)
+                );
+            }
+        }
     }
 }
 
@@ -186,9 +292,11 @@ async fn evaluate(
     } else {
         vec![RetrievalMode::Fulltext]
     };
-    let mut scores: HashMap<RetrievalMode, Score> = HashMap::new();
-    let mut context = Score::default();
+    let mut scores: HashMap<RetrievalMode, Scores> = HashMap::new();
+    let mut latencies: HashMap<RetrievalMode, Vec<f64>> = HashMap::new();
+    let mut context = Scores::default();
     let mut context_recall = 0.0;
+    let mut context_any = 0;
     for (number, conversation) in conversations.iter().enumerate() {
         let directory = tempfile::tempdir()?;
         let store = backend.open(number, directory.path()).await?;
@@ -214,7 +322,7 @@ async fn evaluate(
         engine.embeddings_settled().await?;
         eprintln!("conversation {}: {} turns stored", number + 1, created.len());
 
-        let questions: Vec<(&str, Vec<String>)> = conversation["qa"]
+        let questions: Vec<(&str, u64, Vec<String>)> = conversation["qa"]
             .as_array()
             .into_iter()
             .flatten()
@@ -226,12 +334,12 @@ async fn evaluate(
                     .flatten()
                     .filter_map(|turn| by_turn.get(turn.as_str()?.trim()).cloned())
                     .collect();
-                Some((qa["question"].as_str()?, evidence))
-                    .filter(|(_, evidence)| !evidence.is_empty())
+                Some((qa["question"].as_str()?, qa["category"].as_u64()?, evidence))
+                    .filter(|(_, _, evidence)| !evidence.is_empty())
             })
             .collect();
         // Searches first: context packs record recall, which then shapes ranking.
-        for (question, evidence) in &questions {
+        for (question, category, evidence) in &questions {
             for mode in &modes {
                 let query = SearchQuery {
                     q: Some((*question).to_owned()),
@@ -239,26 +347,28 @@ async fn evaluate(
                     mode: Some(*mode),
                     ..SearchQuery::default()
                 };
+                let started = std::time::Instant::now();
                 let hits = engine.search(query).await?;
+                latencies.entry(*mode).or_default().push(started.elapsed().as_secs_f64() * 1e3);
                 let ranked: Vec<String> = hits.hits.into_iter().map(|hit| hit.memory.id).collect();
-                scores.entry(*mode).or_default().add(&ranked, evidence);
+                scores.entry(*mode).or_default().add(*category, &ranked, evidence);
             }
         }
-        for (question, evidence) in &questions {
+        for (question, category, evidence) in &questions {
             let request = ContextRequest {
                 task: (*question).to_owned(),
                 repo: None,
                 token_budget: Some(options.budget),
             };
             let pack = engine.context(request).await?;
-            context.add(&pack.memory_ids, evidence);
-            context_recall += evidence.iter().filter(|id| pack.memory_ids.contains(id)).count()
-                as f64
-                / evidence.len() as f64;
+            context.add(*category, &pack.memory_ids, evidence);
+            let held = evidence.iter().filter(|id| pack.memory_ids.contains(id)).count();
+            context_recall += held as f64 / evidence.len() as f64;
+            context_any += usize::from(held > 0);
         }
     }
 
-    Ok(Results { modes, scores, context, context_recall })
+    Ok(Results { modes, scores, context, context_recall, context_any, latencies })
 }
 
 /// Every turn as (dia_id, memory text): `Speaker: text`, with the photo's caption if any.
@@ -299,7 +409,86 @@ pub fn default_model_dir() -> Option<PathBuf> {
     Some(cairn_embed::model_dir(&PathBuf::from(home).join(".local/share/cairn")))
 }
 
-fn embedder(options: &EvalOptions) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+/// The model's vectors by text, kept in a file between runs.
+struct CachingEmbedder {
+    model: Arc<dyn Embedder>,
+    file: PathBuf,
+    vectors: std::sync::Mutex<HashMap<String, Vec<f32>>>,
+    /// Vectors computed since the file was last written.
+    fresh: std::sync::atomic::AtomicUsize,
+}
+
+impl CachingEmbedder {
+    fn open(model: Arc<dyn Embedder>, file: PathBuf) -> CachingEmbedder {
+        let vectors: HashMap<String, Vec<f32>> = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| {
+                serde_json::from_slice::<(String, HashMap<String, Vec<f32>>)>(&bytes).ok()
+            })
+            .filter(|(model_name, _)| model_name == model.model())
+            .map(|(_, vectors)| vectors)
+            .unwrap_or_default();
+        eprintln!("embedding cache: {} vectors from {}", vectors.len(), file.display());
+        CachingEmbedder { model, file, vectors: std::sync::Mutex::new(vectors), fresh: 0.into() }
+    }
+
+    fn save(&self) -> anyhow::Result<()> {
+        if self.fresh.swap(0, std::sync::atomic::Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let vectors = self.vectors.lock().expect("cache lock");
+        let bytes = serde_json::to_vec(&(self.model.model(), &*vectors))?;
+        std::fs::write(&self.file, bytes)
+            .with_context(|| format!("cannot write {}", self.file.display()))
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for CachingEmbedder {
+    fn model(&self) -> &str {
+        self.model.model()
+    }
+
+    fn dimensions(&self) -> usize {
+        self.model.dimensions()
+    }
+
+    async fn embed(
+        &self,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, cairn_memory::embed::EmbedError> {
+        let missing: Vec<String> = {
+            let vectors = self.vectors.lock().expect("cache lock");
+            texts.iter().filter(|text| !vectors.contains_key(*text)).cloned().collect()
+        };
+        if !missing.is_empty() {
+            let computed = self.model.embed(&missing).await?;
+            let mut vectors = self.vectors.lock().expect("cache lock");
+            for (text, vector) in missing.into_iter().zip(computed) {
+                vectors.insert(text, vector);
+            }
+            self.fresh.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let vectors = self.vectors.lock().expect("cache lock");
+        Ok(texts.iter().map(|text| vectors[text].clone()).collect())
+    }
+}
+
+/// The embedder, and its cache when the options name one (to save after the run).
+type WithCache = (Option<Arc<dyn Embedder>>, Option<Arc<CachingEmbedder>>);
+
+fn embedder(options: &EvalOptions) -> anyhow::Result<WithCache> {
+    let Some(model) = model(options)? else { return Ok((None, None)) };
+    Ok(match &options.embedding_cache {
+        Some(file) => {
+            let cache = Arc::new(CachingEmbedder::open(model, file.clone()));
+            (Some(cache.clone()), Some(cache))
+        }
+        None => (Some(model), None),
+    })
+}
+
+fn model(options: &EvalOptions) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     if options.hashing {
         return Ok(Some(Arc::new(HashingEmbedder::new(384))));
     }

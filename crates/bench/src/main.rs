@@ -191,7 +191,7 @@ fn sizes(text: &str) -> anyhow::Result<Vec<usize>> {
         .collect()
 }
 
-/// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N]`.
+/// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N] [--embedding-cache FILE]`.
 /// Embedding throughput and query latency of the local model, when it is installed
 /// (`cairn model fetch`; `CAIRN_MODEL_DIR` points elsewhere).
 async fn local_model_figures(
@@ -241,6 +241,7 @@ fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
         hashing: false,
         budget: 500,
         postgres: None,
+        embedding_cache: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -250,6 +251,7 @@ fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
             "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
             "--budget" => options.budget = value()?.parse().context("--budget takes a number")?,
             "--hashing" => options.hashing = true,
+            "--embedding-cache" => options.embedding_cache = Some(PathBuf::from(value()?)),
             "--postgres" => options.postgres = Some(eval::PostgresTarget::Started),
             "--database-url" => {
                 options.postgres = Some(eval::PostgresTarget::Url(value()?.to_owned()));

@@ -77,6 +77,8 @@ pub trait VectorIndex: Send + Sync {
     /// The `k` most similar ids among those `filter` admits, most similar first, with their
     /// similarity.
     fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)>;
+    /// The similarity of one memory's vector to `query`; `None` when the index lacks it.
+    fn similarity(&self, query: &[f32], id: &str) -> Option<f32>;
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -216,6 +218,14 @@ impl VectorIndex for FlatIndex {
         scored.into_iter().map(|(position, score)| (self.ids[position].clone(), score)).collect()
     }
 
+    fn similarity(&self, query: &[f32], id: &str) -> Option<f32> {
+        if query.len() != self.dimensions {
+            return None;
+        }
+        let position = *self.positions.get(id)?;
+        Some(dot(&self.rows[position * self.dimensions..(position + 1) * self.dimensions], query))
+    }
+
     fn len(&self) -> usize {
         self.ids.len()
     }
@@ -339,6 +349,11 @@ mod tests {
         assert_eq!(index.len(), 3);
         assert_eq!(index.labels("m3"), Some(labels(None, Scope::Task)), "moved rows keep theirs");
         assert_eq!(index.labels("m1"), Some(labels(None, Scope::User)));
+        let query = embedder.embed_one("deploy the shop");
+        let similarity = index.similarity(&query, "m3").unwrap();
+        assert!((similarity - 1.0).abs() < 1e-5, "the same text: {similarity}");
+        assert!(index.similarity(&query, "m2").unwrap() < similarity);
+        assert_eq!(index.similarity(&query, "m0"), None, "removed");
     }
 
     #[test]

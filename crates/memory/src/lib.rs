@@ -10,6 +10,7 @@ mod context;
 mod dream;
 pub mod embed;
 mod guard;
+mod neighbours;
 pub mod privacy;
 mod rank;
 mod recall;
@@ -483,7 +484,20 @@ impl Engine {
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let terms = text::terms(text);
+        let found = self.matches(text, filter, repo, limit, mode).await?;
+        neighbours::propagate(self.store.as_ref(), found, filter).await
+    }
+
+    /// What matches the text, by words, meaning or both.
+    async fn matches(
+        &self,
+        text: &str,
+        filter: &MemoryFilter,
+        repo: Option<&str>,
+        limit: u32,
+        mode: Option<RetrievalMode>,
+    ) -> Result<Vec<cairn_store::TextMatch>> {
+        let terms = text::query_terms(text);
         let fulltext = || self.store.search_memories(&terms, filter, limit);
         match (mode.unwrap_or(self.retrieval()), &self.semantic) {
             (RetrievalMode::Fulltext, _) => Ok(fulltext().await?),
@@ -496,21 +510,16 @@ impl Engine {
                 semantic::candidates(semantic, store, text, filter, repo, limit as usize).await
             }
             (RetrievalMode::Hybrid, Some(semantic)) => {
+                let store = self.store.as_ref();
+                let k = limit as usize;
                 let (words, meaning) = tokio::join!(
                     fulltext(),
-                    semantic::candidates(
-                        semantic,
-                        self.store.as_ref(),
-                        text,
-                        filter,
-                        repo,
-                        limit as usize
-                    )
+                    semantic::nearest(semantic, store, text, filter, repo, k)
                 );
                 let words = words?;
                 match meaning {
-                    Ok(meaning) => {
-                        let mut fused = semantic::fuse(words, meaning);
+                    Ok((meaning, query)) => {
+                        let mut fused = semantic::hybrid(semantic, query, words, meaning).await;
                         fused.truncate(limit as usize);
                         Ok(fused)
                     }

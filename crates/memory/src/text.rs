@@ -19,6 +19,36 @@ pub(crate) fn terms(text: &str) -> Vec<String> {
     terms
 }
 
+/// The search terms of a request's text: [`terms`] after rule-based rewriting of how
+/// questions are asked, which carries no content: "what kind of", "how many", "how long",
+/// "would … likely", "might", a leading "may" ("what kind of pot did Mel make" searches
+/// `pot mel make`). Words such as "kind" or "long" are left out only in those constructions; "kind
+/// words" keeps them.
+pub(crate) fn query_terms(text: &str) -> Vec<String> {
+    let words: Vec<String> = words(text).collect();
+    let mut kept = Vec::with_capacity(words.len());
+    for (index, word) in words.iter().enumerate() {
+        let previous = index.checked_sub(1).map(|before| words[before].as_str());
+        let next = words.get(index + 1).map(String::as_str);
+        let asking = match word.as_str() {
+            "kind" | "kinds" | "type" | "types" | "sort" | "sorts" => next == Some("of"),
+            "many" | "much" | "long" | "often" | "far" => previous == Some("how"),
+            "likely" => words[..index].iter().any(|before| MODALS.contains(&before.as_str())),
+            "might" | "must" | "shall" => true,
+            // "May I …", not the month.
+            "may" => index == 0,
+            _ => false,
+        };
+        if !asking {
+            kept.push(word.as_str());
+        }
+    }
+    terms(&kept.join(" "))
+}
+
+/// Auxiliaries that make a question hypothetical ("would she likely …").
+const MODALS: &[&str] = &["would", "could", "might", "may", "will", "should"];
+
 /// The lower-case alphanumeric words of `text`.
 pub(crate) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
@@ -82,6 +112,30 @@ mod tests {
         );
         assert_eq!(terms("src/store-sqlite/lib.rs"), ["src", "store", "sqlite", "lib", "rs"]);
         assert!(terms("the a of").is_empty());
+    }
+
+    #[test]
+    fn questions_are_searched_by_their_content_words() {
+        assert_eq!(
+            query_terms("What kind of pot did Mel and her kids make?"),
+            ["pot", "mel", "kids", "make"]
+        );
+        assert_eq!(
+            query_terms("How many times has Caroline's dog run away?"),
+            ["times", "caroline", "dog", "run", "away"]
+        );
+        assert_eq!(query_terms("How long has she played the violin?"), ["played", "violin"]);
+        assert_eq!(
+            query_terms("Would Melanie likely enjoy a concert?"),
+            ["melanie", "enjoy", "concert"]
+        );
+        assert_eq!(query_terms("Might the build fail on macOS?"), ["build", "fail", "macos"]);
+        assert_eq!(query_terms("May I ask what she did in May?"), ["ask", "may"]);
+        assert_eq!(
+            query_terms("Be kind to new users; the long build is likely flaky"),
+            ["kind", "new", "users", "long", "build", "likely", "flaky"],
+            "outside the constructions of a question the words count"
+        );
     }
 
     #[test]

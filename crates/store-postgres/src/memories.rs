@@ -514,6 +514,47 @@ impl MemoryStore for PgStore {
         .await
     }
 
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.read(ids.to_vec(), |_, client, ids| {
+            Box::pin(async move {
+                // pk is the order of insertion (SQLite's rowid); archived rows are stepped
+                // over, through the index of live rows.
+                let rows = query(
+                    client,
+                    &format!(
+                        "SELECT {MEMORY_COLUMNS}, asked.id AS asked FROM memories asked
+                         CROSS JOIN LATERAL (
+                             (SELECT pk FROM memories WHERE archived_at IS NULL AND pk < asked.pk
+                              ORDER BY pk DESC LIMIT 1)
+                             UNION ALL
+                             (SELECT pk FROM memories WHERE archived_at IS NULL AND pk > asked.pk
+                              ORDER BY pk LIMIT 1)
+                         ) AS near JOIN memories m ON m.pk = near.pk
+                         WHERE asked.id = ANY($1) ORDER BY asked.id, m.pk"
+                    ),
+                    &[ids],
+                )
+                .await?;
+                let mut adjacent: HashMap<String, Vec<Memory>> = HashMap::new();
+                for row in &rows {
+                    let asked: String = row.get("asked");
+                    adjacent.entry(asked).or_default().push(memory_from_row(row)?);
+                }
+                Ok(ids
+                    .iter()
+                    .flat_map(|id| {
+                        let near = adjacent.remove(id).unwrap_or_default();
+                        near.into_iter().map(move |memory| (id.clone(), memory))
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
     async fn list_memories(
         &self,
         filter: &MemoryFilter,

@@ -428,6 +428,32 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+        let ids = ids.to_vec();
+        self.read(move |connection| {
+            // The rowid is the order of insertion; archived rows are stepped over.
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.rowid IN (
+                     (SELECT max(rowid) FROM memories WHERE archived_at IS NULL
+                         AND rowid < (SELECT rowid FROM memories WHERE id = ?1)),
+                     (SELECT min(rowid) FROM memories WHERE archived_at IS NULL
+                         AND rowid > (SELECT rowid FROM memories WHERE id = ?1))
+                 ) ORDER BY m.rowid"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let mut adjacent = Vec::with_capacity(ids.len() * 2);
+            for id in &ids {
+                let rows =
+                    statement.query_map([id], |row| Ok(memory_from_row(row))).map_err(sql)?;
+                for row in rows {
+                    adjacent.push((id.clone(), row.map_err(sql)??));
+                }
+            }
+            Ok(adjacent)
+        })
+        .await
+    }
+
     async fn list_audit(
         &self,
         filter: &AuditFilter,

@@ -150,6 +150,12 @@ pub trait MemoryStore: Send + Sync {
     /// The memories with these ids that exist, in the order asked.
     async fn get_memories(&self, ids: &[String]) -> Result<Vec<Memory>>;
 
+    /// For each of `ids`, the live (not archived) memories stored just before and just after
+    /// it, in the order the store received them: `(id, neighbour)` pairs, at most two per id,
+    /// whatever their scope, repository or source (the caller decides what counts as the
+    /// same thread). Two index lookups per id: no scan.
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>>;
+
     /// Memories matching `filter`, newest first.
     async fn list_memories(
         &self,

@@ -329,6 +329,10 @@ impl MemoryStore for FailingSyncStore {
         self.inner.get_memories(ids).await
     }
 
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+        self.inner.adjacent_memories(ids).await
+    }
+
     async fn list_memories(
         &self,
         filter: &MemoryFilter,

@@ -45,6 +45,53 @@ where
     conversation_tokens_open_until_expired_or_revoked(open_store().await).await;
     deleted_conversations_leave_nothing(open_store().await).await;
     text_with_nul_is_kept_or_refused(open_store().await).await;
+    neighbours_are_the_live_memories_stored_next_to_each(open_store().await).await;
+}
+
+/// `adjacent_memories`: the live memories stored just before and after each asked one, in
+/// the order of storing (not of `createdAt`: one batch shares its time), archived ones
+/// stepped over; none past either end; an unknown id has none.
+async fn neighbours_are_the_live_memories_stored_next_to_each(store: Arc<dyn Store>) {
+    let turns: Vec<Memory> = ["first", "second", "third", "fourth"]
+        .map(|text| sample_memory(text, Scope::User, 7))
+        .into();
+    store.insert_memories(&turns[..3], "tester").await.unwrap();
+    store.insert_memories(&turns[3..], "tester").await.unwrap();
+    let contents = |pairs: Vec<(String, Memory)>| -> Vec<(String, String)> {
+        let name = |id: &str| turns.iter().find(|turn| turn.id == id).unwrap().content.clone();
+        pairs.into_iter().map(|(asked, memory)| (name(&asked), memory.content)).collect()
+    };
+    let pair = |asked: &str, near: &str| (asked.to_owned(), near.to_owned());
+    let ids = |indices: &[usize]| -> Vec<String> {
+        indices.iter().map(|&index| turns[index].id.clone()).collect()
+    };
+
+    let adjacent = store.adjacent_memories(&ids(&[1, 0, 3])).await.unwrap();
+    assert_eq!(adjacent[0].1, turns[0], "neighbours are whole memories");
+    assert_eq!(
+        contents(adjacent),
+        [
+            pair("second", "first"),
+            pair("second", "third"),
+            pair("first", "second"),
+            pair("fourth", "third"),
+        ]
+    );
+
+    let archive =
+        MemoryChange { archived_at: Some(Some(Timestamp::from_millis(8))), ..Default::default() };
+    store
+        .update_memory(&turns[2].id, &archive, Timestamp::from_millis(8), &TEST_AUDIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        contents(store.adjacent_memories(&ids(&[1, 3])).await.unwrap()),
+        [pair("second", "first"), pair("second", "fourth"), pair("fourth", "second")],
+        "an archived memory is stepped over"
+    );
+    let unknown = store.adjacent_memories(&["mem_unknown".to_owned()]).await.unwrap();
+    assert!(unknown.is_empty());
+    assert!(store.adjacent_memories(&[]).await.unwrap().is_empty());
 }
 
 /// Text holding U+0000 (SQLite keeps it; PostgreSQL's `text` cannot) is either stored and read
