@@ -265,6 +265,11 @@ impl Daemon {
         })
     }
 
+    /// The last lines of its log.
+    pub fn log_tail(&self) -> String {
+        tail(&self.log)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

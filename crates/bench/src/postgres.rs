@@ -327,14 +327,62 @@ async fn memory_figures(
     for _ in 0..plan.daemons {
         daemons.push(start_daemon(binary, url, schema).await?);
     }
+    let measured = http_memory_figures(&daemons, plan, corpus, &mut rng, report).await;
+    let measured = measured.map_err(|error| {
+        let logs: Vec<String> = daemons
+            .iter()
+            .enumerate()
+            .map(|(index, daemon)| format!("daemon {}'s log:\n{}", index + 1, daemon.log_tail()))
+            .collect();
+        error.context(logs.join("\n"))
+    });
+    for mut daemon in daemons {
+        daemon.daemon.stop()?;
+    }
+    measured?;
+    report.notes.push(format!(
+        "PostgreSQL memories: {n} of the synthetic corpus loaded in process through the engine \
+         on a `PgStore` (`create_memories`, batches of {}: one multi-row insert of the memories \
+         and their postings per batch), then `ANALYZE` (as an operator would after a bulk \
+         load; autovacuum would get there later), then measured in process ({} calls after {} \
+         warm-up) and over HTTP on `cairn serve --database-url … --embedder none` (full text, \
+         as the SQLite figures): `POST /api/context` (1,000-token budget, 80 % with a \
+         repository) and `GET /api/search?q=…`, one call at a time on one keep-alive \
+         connection; then {} clients at once (one connection each, each its own share of the \
+         calls) on one daemon, and on {} daemons one client each.",
+        inproc::BATCH,
+        plan.calls,
+        plan.warm_up,
+        plan.daemons,
+        plan.daemons,
+    ));
+    Ok(())
+}
+
+/// Context and search over HTTP on `daemons`, one client and spread.
+async fn http_memory_figures(
+    daemons: &[PgDaemon],
+    plan: &Plan,
+    corpus: &Corpus,
+    rng: &mut Rng,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let n = count(plan.memories as f64);
     let addresses: Vec<SocketAddr> = daemons.iter().map(|daemon| daemon.address).collect();
     for kind in [Kind::Context, Kind::Search] {
         eprintln!("postgres: [{n}] {} over HTTP…", kind.name());
         let requests = |rng: &mut Rng, calls: usize| -> anyhow::Result<Vec<Call>> {
             (0..calls).map(|_| kind.request(corpus, rng)).collect()
         };
-        calls(&[addresses[0]], requests(&mut rng, plan.warm_up)?, 1).await?;
-        let one = calls(&[addresses[0]], requests(&mut rng, plan.calls)?, 1).await?;
+        calls(&[addresses[0]], requests(rng, plan.warm_up)?, 1).await?;
+        let one = calls(&[addresses[0]], requests(rng, plan.calls)?, 1).await?;
+        if !one.failures.is_empty() {
+            report.note(format!(
+                "PostgreSQL HTTP {}, 1 daemon, 1 client: FAILED calls{}",
+                kind.name(),
+                one.failed(plan.calls)
+            ));
+        }
         let lat = &one.latencies;
         let (p50_budget, p99_budget) = kind.budgets();
         report.check(
@@ -359,39 +407,21 @@ async fn memory_figures(
         for (daemons_used, name) in
             [(&addresses[..1], "1 daemon"), (&addresses[..], &*format!("{clients} daemons"))]
         {
-            calls(daemons_used, requests(&mut rng, plan.warm_up)?, clients).await?;
-            let spread = calls(daemons_used, requests(&mut rng, plan.calls)?, clients).await?;
+            calls(daemons_used, requests(rng, plan.warm_up)?, clients).await?;
+            let spread = calls(daemons_used, requests(rng, plan.calls)?, clients).await?;
             let lat = &spread.latencies;
             report.info(
                 format!("  {} p50 / p99, {clients} clients on {name}, {n}", kind.name()),
                 format!(
-                    "{} / {} ({}/s)",
+                    "{} / {} ({}/s{})",
                     duration(lat.p50()),
                     duration(lat.p99()),
-                    count(spread.per_second)
+                    count(spread.per_second),
+                    spread.failed(plan.calls)
                 ),
             );
         }
     }
-    for mut daemon in daemons {
-        daemon.daemon.stop()?;
-    }
-    report.notes.push(format!(
-        "PostgreSQL memories: {n} of the synthetic corpus loaded in process through the engine \
-         on a `PgStore` (`create_memories`, batches of {}: one multi-row insert of the memories \
-         and their postings per batch), then `ANALYZE` (as an operator would after a bulk \
-         load; autovacuum would get there later), then measured in process ({} calls after {} \
-         warm-up) and over HTTP on `cairn serve --database-url … --embedder none` (full text, \
-         as the SQLite figures): `POST /api/context` (1,000-token budget, 80 % with a \
-         repository) and `GET /api/search?q=…`, one call at a time on one keep-alive \
-         connection; then {} clients at once (one connection each, each its own share of the \
-         calls) on one daemon, and on {} daemons one client each.",
-        inproc::BATCH,
-        plan.calls,
-        plan.warm_up,
-        plan.daemons,
-        plan.daemons,
-    ));
     Ok(())
 }
 
@@ -435,8 +465,27 @@ impl Kind {
 }
 
 struct Calls {
+    /// Of the calls answered 200.
     latencies: Latencies,
+    /// All calls, answered or not.
     per_second: f64,
+    /// Calls answered otherwise, by status.
+    failures: BTreeMap<u16, u64>,
+}
+
+impl Calls {
+    /// `, 3 × 500 of 1,000` when some calls failed.
+    fn failed(&self, of: usize) -> String {
+        if self.failures.is_empty() {
+            return String::new();
+        }
+        let statuses: Vec<String> = self
+            .failures
+            .iter()
+            .map(|(status, times)| format!("{} × {status}", count(*times as f64)))
+            .collect();
+        format!(", {} of {}", statuses.join(", "), count(of as f64))
+    }
 }
 
 /// `requests` split among `clients` concurrent clients, client i on `addresses[i mod n]`,
@@ -462,26 +511,32 @@ async fn calls(
         .map(|(mut connection, share)| {
             tokio::spawn(async move {
                 let mut samples = Vec::with_capacity(share.len());
+                let mut failures = BTreeMap::new();
                 for (method, path, body) in share {
                     let sent = Instant::now();
-                    let (status, answer) = connection.send(method, &path, body).await?;
-                    samples.push(sent.elapsed());
-                    anyhow::ensure!(
-                        status == StatusCode::OK,
-                        "{path} answered {status}: {}",
-                        String::from_utf8_lossy(&answer)
-                    );
+                    let (status, _) = connection.send(method, &path, body).await?;
+                    if status == StatusCode::OK {
+                        samples.push(sent.elapsed());
+                    } else {
+                        *failures.entry(status.as_u16()).or_insert(0u64) += 1;
+                    }
                 }
-                anyhow::Ok(samples)
+                anyhow::Ok((samples, failures))
             })
         })
         .collect();
     let mut samples = Vec::with_capacity(total);
+    let mut failures = BTreeMap::new();
     for task in tasks {
-        samples.extend(task.await??);
+        let (answered, failed) = task.await??;
+        samples.extend(answered);
+        for (status, times) in failed {
+            *failures.entry(status).or_insert(0) += times;
+        }
     }
     let per_second = total as f64 / started.elapsed().as_secs_f64();
-    Ok(Calls { latencies: Latencies::new(samples), per_second })
+    anyhow::ensure!(!samples.is_empty(), "no call answered 200: {failures:?}");
+    Ok(Calls { latencies: Latencies::new(samples), per_second, failures })
 }
 
 /// One append run.
