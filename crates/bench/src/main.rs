@@ -1093,10 +1093,11 @@ mod tests {
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--sizes"]).is_err());
         assert!(matches!(options.postgres, Some(postgres::Target::Started)));
-        let options = parse(&["--database-url", "postgres://x/y", "--only-postgres"])
-            .unwrap()
-            .unwrap();
-        assert!(matches!(options.postgres, Some(postgres::Target::Url(ref url)) if url == "postgres://x/y"));
+        let options =
+            parse(&["--database-url", "postgres://x/y", "--only-postgres"]).unwrap().unwrap();
+        assert!(
+            matches!(options.postgres, Some(postgres::Target::Url(ref url)) if url == "postgres://x/y")
+        );
         assert!(options.only_postgres);
         assert!(parse(&["--no-postgres"]).unwrap().unwrap().postgres.is_none());
         assert!(parse(&["--no-postgres", "--only-postgres"]).is_err());

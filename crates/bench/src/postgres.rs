@@ -116,7 +116,8 @@ pub async fn figures(
             // flush: what an operator gets with `synchronous_commit = off`.
             let relaxed = cluster.create_database();
             let name = relaxed.rsplit('/').next().unwrap_or_default().to_owned();
-            cluster.psql("postgres", &format!("ALTER DATABASE {name} SET synchronous_commit = off"));
+            cluster
+                .psql("postgres", &format!("ALTER DATABASE {name} SET synchronous_commit = off"));
             let databases = vec![
                 Database { url: durable, synchronous_commit: "on".into() },
                 Database { url: relaxed, synchronous_commit: "off".into() },
@@ -220,9 +221,9 @@ pub async fn figures(
         .iter()
         .filter_map(|(name, run)| run.verified.as_ref().err().map(|why| format!("{name}: {why}")))
         .collect();
-    let (appended, failures) = verified
-        .iter()
-        .fold((0, 0), |(appended, failures), (_, run)| (appended + run.acknowledged, failures + run.failures));
+    let (appended, failures) = verified.iter().fold((0, 0), |(appended, failures), (_, run)| {
+        (appended + run.acknowledged, failures + run.failures)
+    });
     if failed.is_empty() {
         report.notes.push(format!(
             "PostgreSQL appends: after each of the {} runs every conversation's events were read \
@@ -307,8 +308,7 @@ async fn memory_figures(
         report.info(format!("  tables and indexes, {n}"), size);
 
         eprintln!("postgres: [{n}] context and search in process…");
-        let context =
-            inproc::context(&engine, corpus, &mut rng, plan.warm_up, plan.calls).await?;
+        let context = inproc::context(&engine, corpus, &mut rng, plan.warm_up, plan.calls).await?;
         let lat = &context.latencies;
         report.info(
             format!("PostgreSQL context p50 / p99, in process, {n}"),
@@ -700,7 +700,8 @@ async fn sse_delivery(a: &Daemon, b: &Daemon, plan: &Plan) -> anyhow::Result<Sse
     for sample in 0..2 * (plan.sse_warm_up + plan.sse_samples) {
         let other = sample % 2 == 1;
         let connection = if other { &mut through_b } else { &mut through_a };
-        let body = json!({"eventName": "page.viewed", "payload": {"url": format!("/sse/{sample}")}});
+        let body =
+            json!({"eventName": "page.viewed", "payload": {"url": format!("/sse/{sample}")}});
         let path = format!("{BASE}/{id}/custom-events");
         let sent = Instant::now();
         let (status, answer) =
