@@ -6,7 +6,10 @@
 //! including how soon its event streams (SSE) deliver a conversation's events. It also times
 //! the conversation runtime's appends in process. Last, it seeds corpora in which half the
 //! memories contradict each other and times the daemon's dream cycle on them, with reads
-//! alongside it and alongside a connector sync. The report says, for every figure, whether
+//! alongside it and alongside a connector sync. Then it starts `cairn serve --database-url`
+//! daemons on one PostgreSQL database (a throwaway server, or `--database-url`) and times
+//! appends with 1, 2 and 3 daemons, SSE delivery across daemons, and context packs and search
+//! on the largest corpus (`postgres.rs`). The report says, for every figure, whether
 //! it is within budget; the exit status is 0 either way, since this is a report, not a test.
 
 mod corpus;

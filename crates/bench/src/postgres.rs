@@ -259,9 +259,19 @@ pub async fn figures(
         2 * plan.sse_warm_up,
     ));
 
-    memory_figures(&databases[0].url, &psql, plan, binary, corpus, report).await?;
+    let measured = memory_figures(&databases[0].url, &psql, plan, binary, corpus, report).await;
+    if let Some(cluster) = &cluster {
+        // What the server saw: deadlocks and other errors its sessions met.
+        let log = cluster.log();
+        let deadlocks = log.matches("ERROR:  deadlock detected").count();
+        let errors = log.matches("ERROR:  ").count();
+        report.note(format!(
+            "PostgreSQL's log over the whole part: {deadlocks} deadlocks detected, {errors} \
+             statements failed in all"
+        ));
+    }
     drop(cluster);
-    Ok(())
+    measured
 }
 
 /// Context packs and search on `plan.memories` memories: loaded in process through the
