@@ -131,6 +131,8 @@ pub struct Daemon {
     binary: PathBuf,
     data_dir: PathBuf,
     log: PathBuf,
+    /// The arguments given after `--data-dir`, for a restart.
+    args: Vec<String>,
     stopped: bool,
 }
 
@@ -176,13 +178,25 @@ impl Daemon {
     /// Starts `cairn serve --port 0 --data-dir <data_dir>` and waits until it is healthy.
     /// Its log goes to `log`.
     pub async fn start(binary: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Daemon> {
+        Daemon::start_with(binary, data_dir, log, &[]).await
+    }
+
+    /// [`Daemon::start`] with more arguments to `cairn serve` (`--database-url …`).
+    pub async fn start_with(
+        binary: &Path,
+        data_dir: &Path,
+        log: &Path,
+        args: &[&str],
+    ) -> anyhow::Result<Daemon> {
         let log_file = std::fs::File::create(log)?;
         let started = Instant::now();
         let mut child = Command::new(binary)
             .args(["serve", "--port", "0", "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .env_remove("SERVICE_PORT")
             .env_remove("SERVICE_DATA_DIR")
+            .env_remove("SERVICE_DATABASE_URL")
             // The limiter stays on its path, with limits no load generator reaches: the
             // throughput figure measures the HTTP stack, not the limits.
             .env("SERVICE_RATE_LIMIT_READ", "1000000000")
@@ -246,8 +260,14 @@ impl Daemon {
             binary: binary.to_owned(),
             data_dir: data_dir.to_owned(),
             log: log.to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
             stopped: false,
         })
+    }
+
+    /// The last lines of its log.
+    pub fn log_tail(&self) -> String {
+        tail(&self.log)
     }
 
     pub fn pid(&self) -> u32 {
@@ -329,7 +349,8 @@ impl Daemon {
         self.child.kill()?;
         self.child.wait()?;
         let log = self.log.with_extension("restarted.log");
-        let restarted = Daemon::start(&self.binary, &self.data_dir, &log).await?;
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let restarted = Daemon::start_with(&self.binary, &self.data_dir, &log, &args).await?;
         *self = restarted;
         Ok(())
     }

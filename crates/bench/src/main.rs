@@ -6,7 +6,10 @@
 //! including how soon its event streams (SSE) deliver a conversation's events. It also times
 //! the conversation runtime's appends in process. Last, it seeds corpora in which half the
 //! memories contradict each other and times the daemon's dream cycle on them, with reads
-//! alongside it and alongside a connector sync. The report says, for every figure, whether
+//! alongside it and alongside a connector sync. Then it starts `cairn serve --database-url`
+//! daemons on one PostgreSQL database (a throwaway server, or `--database-url`) and times
+//! appends with 1, 2 and 3 daemons, SSE delivery across daemons, and context packs and search
+//! on the largest corpus (`postgres.rs`). The report says, for every figure, whether
 //! it is within budget; the exit status is 0 either way, since this is a report, not a test.
 
 mod corpus;
@@ -15,6 +18,7 @@ mod dream;
 mod eval;
 mod http;
 mod inproc;
+mod postgres;
 mod runtime;
 mod stats;
 mod voice;
@@ -55,6 +59,13 @@ OPTIONS:
     --calls N            measured context and search calls per size [default: 1000]
     --seed N             seed of the synthetic corpus [default: 42]
     --no-daemon          skip the daemon figures (start, RSS, HTTP throughput, SSE delivery)
+    --no-postgres        skip the PostgreSQL figures (daemons on one PostgreSQL database:
+                         appends with 1, 2 and 3 daemons, cross-daemon SSE delivery, context
+                         and search on the largest size); they start a throwaway server
+                         (initdb) unless --database-url is given
+    --database-url URL   measure PostgreSQL on this server instead (the bench drops and
+                         makes schemas cairn_bench_* there; needs psql)
+    --only-postgres      only the PostgreSQL figures
     --rebuild-daemon     run `cargo build -p cairn-cli` first, even when the binary exists
     --keep               keep the data directory of the largest size (cairn.db) and print it
     --sample N           print N synthetic memories, tasks and queries, and exit
@@ -116,6 +127,9 @@ struct Options {
     rebuild_daemon: bool,
     keep: bool,
     sample: Option<usize>,
+    /// `None`: --no-postgres.
+    postgres: Option<postgres::Target>,
+    only_postgres: bool,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Options>> {
@@ -131,6 +145,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
         rebuild_daemon: false,
         keep: false,
         sample: None,
+        postgres: Some(postgres::Target::Started),
+        only_postgres: false,
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -160,6 +176,11 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
             "--calls" => options.calls = number(&value("--calls")?)? as usize,
             "--seed" => options.seed = number(&value("--seed")?)?,
             "--no-daemon" => options.daemon = false,
+            "--no-postgres" => options.postgres = None,
+            "--database-url" => {
+                options.postgres = Some(postgres::Target::Url(value("--database-url")?));
+            }
+            "--only-postgres" => options.only_postgres = true,
             "--keep" => options.keep = true,
             "--rebuild-daemon" => options.rebuild_daemon = true,
             "--sample" => options.sample = Some(number(&value("--sample")?)? as usize),
@@ -178,6 +199,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
         );
     }
     anyhow::ensure!(options.calls > 0, "--calls must be positive");
+    anyhow::ensure!(
+        !(options.only_postgres && options.postgres.is_none()),
+        "--only-postgres and --no-postgres leave nothing to measure"
+    );
     Ok(Some(options))
 }
 
@@ -399,6 +424,10 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         options.sizes, options.calls, options.seed
     );
     let corpus = Corpus::new();
+    if options.only_postgres {
+        postgres_figures(options, &mut report, &corpus).await;
+        return Ok(report);
+    }
     // The tokenizer loads in the background when an engine starts; load it now so it does
     // not compete with the first ingest.
     let before = own_rss();
@@ -529,6 +558,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
     local_model_figures(&mut report, &corpus, &mut Rng::new(options.seed)).await?;
     runtime_figures(options, &mut report, sse).await?;
+    postgres_figures(options, &mut report, &corpus).await;
     if options.voice && options.daemon {
         if let Err(error) = voice_figures(options, &mut report).await {
             report.note(format!("the voice figures were not measured: {error:#}"));
@@ -544,6 +574,36 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         report.note("the dream cycle figures need the daemon; --no-daemon leaves them out".into());
     }
     Ok(report)
+}
+
+/// Daemons on one PostgreSQL database (issue 15). A failure costs only these figures.
+async fn postgres_figures(options: &Options, report: &mut Report, corpus: &Corpus) {
+    let Some(target) = &options.postgres else {
+        report.note("the PostgreSQL figures were left out (--no-postgres)".into());
+        return;
+    };
+    let plan = postgres::Plan {
+        daemons: 3,
+        connections: 48,
+        conversations: 64,
+        duration: if options.quick { Duration::from_millis(1500) } else { Duration::from_secs(3) },
+        sse_warm_up: SSE_WARM_UP,
+        sse_samples: if options.quick { 100 } else { SSE_SAMPLES },
+        memories: *options.sizes.last().expect("at least one size"),
+        warm_up: WARM_UP_CALLS,
+        calls: options.calls,
+        seed: options.seed,
+    };
+    let figures = async {
+        let (binary, stale) = daemon::binary(options.rebuild_daemon)?;
+        if let Some(stale) = stale {
+            report.note(stale);
+        }
+        postgres::figures(target, &plan, &binary, corpus, report).await
+    };
+    if let Err(error) = figures.await {
+        report.note(format!("the PostgreSQL figures stopped short: {error:#}"));
+    }
 }
 
 /// Voice over the daemon's WebSocket: from the end of a spoken turn to the reply's first
@@ -1037,5 +1097,14 @@ mod tests {
         assert!(parse(&["--help"]).unwrap().is_none());
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--sizes"]).is_err());
+        assert!(matches!(options.postgres, Some(postgres::Target::Started)));
+        let options =
+            parse(&["--database-url", "postgres://x/y", "--only-postgres"]).unwrap().unwrap();
+        assert!(
+            matches!(options.postgres, Some(postgres::Target::Url(ref url)) if url == "postgres://x/y")
+        );
+        assert!(options.only_postgres);
+        assert!(parse(&["--no-postgres"]).unwrap().unwrap().postgres.is_none());
+        assert!(parse(&["--no-postgres", "--only-postgres"]).is_err());
     }
 }

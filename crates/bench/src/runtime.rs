@@ -196,7 +196,7 @@ async fn watch_idle(daemon: &Daemon, hold: Duration) -> Option<Rates> {
 
 /// What a stream's reader tells the measure.
 #[derive(Debug)]
-enum Received {
+pub(crate) enum Received {
     /// The `retry:` frame, the first of every stream: it is connected.
     Connected,
     /// An event (`id: <offset>`) arrived on stream `stream` at `at`.
@@ -338,7 +338,7 @@ impl Drop for Streams {
 /// and reads it in a task that tells `sender` when it is connected and when each event
 /// arrives. Returns the connection's task and the reader, or `None` when the daemon refused
 /// the stream with 429 Too Many Requests.
-async fn open_stream(
+pub(crate) async fn open_stream(
     address: SocketAddr,
     path: &str,
     key: Option<&String>,
