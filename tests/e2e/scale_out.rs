@@ -322,7 +322,8 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
     // Every session of every daemon (pools and listeners) is cut, as by a failover.
     let cut = cluster.terminate_sessions("cairn%");
     assert!(cut > 0, "the daemons had sessions to cut");
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Generous deadlines: this is about recovering at all, on a machine that may be busy.
+    let deadline = Instant::now() + Duration::from_secs(20);
     let mut n = 0;
     loop {
         let reply = custom_event(&b, &id, n).await;
@@ -330,7 +331,7 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
         if reply.status == 201 {
             break;
         }
-        assert!(Instant::now() < deadline, "B did not recover within 5 s: {reply:?}");
+        assert!(Instant::now() < deadline, "B did not recover within 20 s: {reply:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // A's stream, opened before the cut, still sees what B appends after it.
@@ -340,7 +341,7 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
     assert_eq!(reply.status, 201, "{reply:?}");
     // Then a restart of the server itself.
     cluster.restart();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if a.get("/api/memories").await.status == 200
             && custom_event(&b, &id, 2000).await.status == 201
