@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use cairn_store::{
     Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord,
+    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word,
 };
 use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
@@ -876,29 +876,5 @@ mod tests {
             panic!("the commit applies after reopening");
         };
         assert_eq!(events[0].offset, 3, "offsets go on where they stopped");
-    }
-}
-
-/// Whether `haystack` holds `word` with no letter, digit or `_` on either side.
-fn mentions_word(haystack: &str, word: &str) -> bool {
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    haystack.match_indices(word).any(|(at, _)| {
-        let before = haystack[..at].chars().next_back();
-        let after = haystack[at + word.len()..].chars().next();
-        !before.is_some_and(is_word) && !after.is_some_and(is_word)
-    })
-}
-
-#[cfg(test)]
-mod mention_tests {
-    use super::mentions_word;
-
-    #[test]
-    fn only_whole_words_are_mentions() {
-        assert!(mentions_word(r#"{"text":"hi, i am ada."}"#, "ada"));
-        assert!(mentions_word("ada lovelace", "ada lovelace"));
-        assert!(!mentions_word(r#"{"text":"canada"}"#, "ada"));
-        assert!(!mentions_word(r#"{"messageid":"msg_01kadab3"}"#, "ada"));
-        assert!(!mentions_word("adam", "ada"));
     }
 }

@@ -292,3 +292,28 @@ pub trait ConversationStore: Send + Sync {
         let _ = listener;
     }
 }
+
+/// Whether `haystack` holds `word` with no letter, digit or `_` on either side: how a store's
+/// [`ConversationStore::conversations_mentioning`] decides, after a coarse match in SQL.
+pub fn mentions_word(haystack: &str, word: &str) -> bool {
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    haystack.match_indices(word).any(|(at, _)| {
+        let before = haystack[..at].chars().next_back();
+        let after = haystack[at + word.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+#[cfg(test)]
+mod mention_tests {
+    use super::mentions_word;
+
+    #[test]
+    fn only_whole_words_are_mentions() {
+        assert!(mentions_word(r#"{"text":"hi, i am ada."}"#, "ada"));
+        assert!(mentions_word("ada lovelace", "ada lovelace"));
+        assert!(!mentions_word(r#"{"text":"canada"}"#, "ada"));
+        assert!(!mentions_word(r#"{"messageid":"msg_01kadab3"}"#, "ada"));
+        assert!(!mentions_word("adam", "ada"));
+    }
+}
