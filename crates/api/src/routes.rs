@@ -13,6 +13,7 @@ use cairn_http::ApiError;
 pub enum Operation {
     ListMemories,
     CreateMemory,
+    CreateMemories,
     GetMemory,
     UpdateMemory,
     ArchiveMemory,
@@ -64,6 +65,7 @@ impl Operation {
             | Operation::Health
             | Operation::OpenApi => Role::Read,
             Operation::CreateMemory
+            | Operation::CreateMemories
             | Operation::UpdateMemory
             | Operation::ArchiveMemory
             | Operation::Outcome
@@ -93,6 +95,7 @@ impl Operation {
         match self {
             Operation::Search | Operation::Context | Operation::CodingContext => RateClass::Context,
             Operation::CreateMemory
+            | Operation::CreateMemories
             | Operation::UpdateMemory
             | Operation::ArchiveMemory
             | Operation::Outcome
@@ -141,6 +144,12 @@ pub const ROUTES: &[Route] = &[
             (Method::POST, Operation::CreateMemory),
         ],
         allow: "GET, POST",
+    },
+    // Before `/api/memories/{id}`: the first route that fits wins (ids start with `mem_`).
+    Route {
+        path: "/api/memories/batch",
+        operations: &[(Method::POST, Operation::CreateMemories)],
+        allow: "POST",
     },
     Route {
         path: "/api/memories/{id}",
@@ -309,6 +318,14 @@ mod tests {
             (Operation::ArchiveMemory, Some("mem_1"))
         );
         assert_eq!(
+            resolve(&Method::POST, "/api/memories/batch").unwrap(),
+            (Operation::CreateMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/memories/batch").unwrap_err().code(),
+            cairn_types::ErrorCode::MethodNotAllowed
+        );
+        assert_eq!(
             resolve(&Method::PUT, "/api/memories/mem_1").unwrap_err().code(),
             cairn_types::ErrorCode::MethodNotAllowed
         );
@@ -319,6 +336,18 @@ mod tests {
         assert_eq!(
             resolve(&Method::GET, "/api/memories//").unwrap(),
             (Operation::ListMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/api/governance/review/mem_2/approve").unwrap(),
+            (Operation::Approve, Some("mem_2"))
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/api/governance/review//approve").unwrap_err().code(),
+            cairn_types::ErrorCode::NotFound
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/healthz").unwrap_err().code(),
+            cairn_types::ErrorCode::NotFound
         );
         assert_eq!(
             resolve(&Method::GET, "/nope").unwrap_err().code(),
