@@ -272,16 +272,15 @@ impl Engine {
         self.store.insert_memories(&memories, actor).await?;
         self.wake_embedder(memories.len());
         // Count each new memory's context entry now, while it is at hand, so the context
-        // packs that use it do not tokenize on their hot path.
-        // (Tokenizing is CPU work: on a blocking thread.)
+        // packs that use it do not tokenize on their hot path. Tokenizing is CPU work, on a
+        // blocking thread; the caller does not wait for it (a pack that comes first counts
+        // what it uses itself), so a create answers as soon as its commit is durable.
         let (entry_tokens, created) = (self.entry_tokens.clone(), memories.clone());
         tokio::task::spawn_blocking(move || {
             for memory in &created {
                 entry_tokens.insert(memory, count_tokens(&context::format_entry(memory)));
             }
-        })
-        .await
-        .map_err(StoreError::backend)?;
+        });
         Ok(memories)
     }
 
