@@ -285,17 +285,23 @@ pub fn resolve<'p>(
 }
 
 /// `Some(id)` when `path` fits `pattern`; the inner option is the `{id}` segment, if any.
+/// Compares the literal parts in place (no splitting: this runs for every route on every
+/// request, `GET /api/health` included).
 fn match_path<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
-    let mut id = None;
-    let mut pattern_segments = pattern.split('/');
-    let mut path_segments = path.split('/');
+    let (mut pattern, mut path, mut id) = (pattern, path, None);
     loop {
-        match (pattern_segments.next(), path_segments.next()) {
-            (None, None) => return Some(id),
-            (Some("{id}"), Some(segment)) if !segment.is_empty() => id = Some(segment),
-            (Some(expected), Some(segment)) if expected == segment => {}
-            _ => return None,
+        // A byte search: `{` appears in patterns only as `{id}`.
+        let Some(at) = pattern.find('{') else {
+            return (pattern == path).then_some(id);
+        };
+        // `{id}` is a whole segment: what comes before it ends with `/`.
+        let rest = path.strip_prefix(&pattern[..at])?;
+        let end = rest.find('/').unwrap_or(rest.len());
+        if end == 0 {
+            return None;
         }
+        id = Some(&rest[..end]);
+        (pattern, path) = (&pattern[at + "{id}".len()..], &rest[end..]);
     }
 }
 
