@@ -10,7 +10,9 @@ use crate::util::{Body, Daemon};
 
 fn memories(count: usize, prefix: &str) -> Vec<Value> {
     (0..count)
-        .map(|i| json!({"content": format!("{prefix} memory {i}"), "scope": "repo", "repo": "shop"}))
+        .map(
+            |i| json!({"content": format!("{prefix} memory {i}"), "scope": "repo", "repo": "shop"}),
+        )
         .collect()
 }
 
@@ -102,7 +104,8 @@ async fn batches_are_bounded_in_items_and_bytes() {
 #[tokio::test]
 async fn a_batch_spends_one_write_request_per_hundred_memories() {
     let daemon = Daemon::start_with(&[], &[("SERVICE_RATE_LIMIT_WRITE", "12")]);
-    let first = daemon.post("/api/memories/batch", json!({ "memories": memories(1000, "a") })).await;
+    let first =
+        daemon.post("/api/memories/batch", json!({ "memories": memories(1000, "a") })).await;
     assert_eq!(first.status, 201, "{first:?}");
     // 10 of 12 spent: a batch of 201 (3 requests) is refused whole, one of 200 is not.
     let refused =

@@ -5,11 +5,12 @@ use cairn_memory::Engine;
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, ConversationToken, ConversationTokenRequest, CreatedMemories, CreatedMemory, DreamReport,
-    DreamRequest, ErasureReport, ErasureRequest, ErrorCode, ErrorEnvelope, EvidenceFormat,
-    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
-    MAX_BATCH_MEMORIES, MemoryListQuery, MemoryPatch, NewConnector, NewMemory, NewMemoryBatch, Outcome, OutcomeRequest, PatchEvidence,
-    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
+    ContextRequest, ConversationToken, ConversationTokenRequest, CreatedMemories, CreatedMemory,
+    DreamReport, DreamRequest, ErasureReport, ErasureRequest, ErrorCode, ErrorEnvelope,
+    EvidenceFormat, EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health,
+    MAX_BATCH_MEMORIES, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewConnector, NewMemory,
+    NewMemoryBatch, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest, RemovedConnector,
+    SearchQuery, SearchResult, SyncReport,
 };
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -167,7 +168,8 @@ pub(crate) async fn create_memory(engine: &Engine, actor: &str, input: NewMemory
     ))]
 pub(crate) async fn create_memories(engine: &Engine, actor: &str, batch: NewMemoryBatch) -> Reply {
     let memories = engine.create_memories(batch.memories, actor).await?;
-    let created = CreatedMemories { memories: memories.into_iter().map(CreatedMemory::from).collect() };
+    let created =
+        CreatedMemories { memories: memories.into_iter().map(CreatedMemory::from).collect() };
     Ok(json_response(StatusCode::CREATED, &created))
 }
 

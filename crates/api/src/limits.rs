@@ -108,8 +108,11 @@ impl Limiter {
         }
         let limit = class_limiter.per_minute;
         let interval = 60.0 / f64::from(limit);
-        let refused_state =
-            RateState { limit, remaining: 0, reset_seconds: (f64::from(limit) * interval).ceil() as u64 };
+        let refused_state = RateState {
+            limit,
+            remaining: 0,
+            reset_seconds: (f64::from(limit) * interval).ceil() as u64,
+        };
         let checked = match class_limiter.limiter.check_key_n(&principal.to_owned(), requests) {
             Ok(checked) => checked,
             Err(_) => {
@@ -117,7 +120,9 @@ impl Limiter {
                     "this request counts as {requests} requests of its class, over the rate \
                      limit of {limit} a minute; send smaller batches"
                 );
-                return Err(refused_state.apply_to_error(ApiError::new(ErrorCode::RateLimited, message)));
+                return Err(
+                    refused_state.apply_to_error(ApiError::new(ErrorCode::RateLimited, message))
+                );
             }
         };
         match checked {

@@ -609,7 +609,11 @@ pub(crate) async fn dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
 
 /// Sends the memories of a JSON Lines file in batches; how many were stored. A line that is
 /// not a memory, or one the service refuses, stops the import with its line number.
-async fn import(file: &std::path::Path, batch_size: usize, output: &Output) -> anyhow::Result<usize> {
+async fn import(
+    file: &std::path::Path,
+    batch_size: usize,
+    output: &Output,
+) -> anyhow::Result<usize> {
     use std::io::BufRead as _;
     let reader: Box<dyn std::io::BufRead> = if file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -664,7 +668,9 @@ async fn send_batch(
                 Some(line) => anyhow::bail!(
                     "line {line}: {message}; {imported} memories were imported before its batch"
                 ),
-                None => anyhow::bail!("{message}; {imported} memories were imported before this batch"),
+                None => {
+                    anyhow::bail!("{message}; {imported} memories were imported before this batch")
+                }
             }
         }
     }

@@ -3,10 +3,11 @@
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, CreatedMemories, CreatedMemory, DreamReport, DreamRequest, ErasureReport, ErasureRequest,
-    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
-    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, NewMemoryBatch, Outcome, OutcomeRequest, PatchEvidence,
-    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
+    ContextRequest, CreatedMemories, CreatedMemory, DreamReport, DreamRequest, ErasureReport,
+    ErasureRequest, EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory,
+    MemoryList, MemoryListQuery, MemoryPatch, NewConnector, NewMemory, NewMemoryBatch, Outcome,
+    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, RemovedConnector, SearchQuery,
+    SearchResult, SyncReport,
 };
 use http::Method;
 use serde::Serialize;
@@ -26,10 +27,7 @@ impl Client {
     /// none; the answer lists them as stored, in `batch`'s order. A memory that breaks a
     /// rule fails the whole batch with a `VALIDATION_ERROR` naming it
     /// (`memories[3].content: …`).
-    pub async fn create_memories(
-        &self,
-        batch: &NewMemoryBatch,
-    ) -> Result<CreatedMemories, Error> {
+    pub async fn create_memories(&self, batch: &NewMemoryBatch) -> Result<CreatedMemories, Error> {
         self.call(Method::POST, "/api/memories/batch", None, Body::Json(batch)).await
     }
 
