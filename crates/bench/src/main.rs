@@ -1112,17 +1112,31 @@ async fn http_context(
 ) -> anyhow::Result<Latencies> {
     let mut connection = http::Connection::open(address).await?;
     let mut samples = Vec::with_capacity(requests);
+    let began = Instant::now();
+    let mut slow = Vec::new();
     for _ in 0..requests {
         let request = inproc::context_request(corpus, rng);
         let body = Bytes::from(serde_json::to_vec(&request)?);
         let started = Instant::now();
         let (status, answer) = connection.send(Method::POST, "/api/context", Some(body)).await?;
         samples.push(started.elapsed());
+        if started.elapsed() > budget::CONTEXT_P99 {
+            slow.push((started - began, started.elapsed()));
+        }
         anyhow::ensure!(
             status == StatusCode::OK,
             "POST /api/context answered {status}: {}",
             String::from_utf8_lossy(&answer)
         );
+    }
+    if !slow.is_empty() && std::env::var_os("CAIRN_BENCH_SLOW").is_some() {
+        let list: Vec<String> = slow
+            .iter()
+            .map(|(at, took)| {
+                format!("{:.0} ms: {:.1}", at.as_secs_f64() * 1e3, took.as_secs_f64() * 1e3)
+            })
+            .collect();
+        eprintln!("slow context packs (since the first, took ms): {}", list.join(", "));
     }
     Ok(Latencies::new(samples))
 }
