@@ -22,7 +22,9 @@ impl From<cairn_memory::Error> for Failure {
 
 fn engine_error(error: cairn_memory::Error) -> ApiError {
     match error {
-        cairn_memory::Error::Invalid { .. } => ApiError::validation(error.to_string()),
+        cairn_memory::Error::Invalid { .. } | cairn_memory::Error::InvalidItem { .. } => {
+            ApiError::validation(error.to_string())
+        }
         cairn_memory::Error::MemoryNotFound(_) => {
             ApiError::new(ErrorCode::MemoryNotFound, error.to_string())
         }

@@ -5,11 +5,12 @@ use cairn_memory::Engine;
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, ConversationToken, ConversationTokenRequest, CreatedMemory, DreamReport,
-    DreamRequest, ErasureReport, ErasureRequest, ErrorCode, ErrorEnvelope, EvidenceFormat,
-    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
-    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
-    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
+    ContextRequest, ConversationToken, ConversationTokenRequest, CreatedMemories, CreatedMemory,
+    DreamReport, DreamRequest, ErasureReport, ErasureRequest, ErrorCode, ErrorEnvelope,
+    EvidenceFormat, EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health,
+    MAX_BATCH_MEMORIES, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewConnector, NewMemory,
+    NewMemoryBatch, Outcome, OutcomeRequest, PatchEvidence, PatchEvidenceRequest, RemovedConnector,
+    SearchQuery, SearchResult, SyncReport,
 };
 use http::{Request, Response, StatusCode};
 use serde::de::DeserializeOwned;
@@ -61,6 +62,18 @@ where
     match operation {
         Operation::ListMemories => list_memories(engine, parse_query(query)?).await,
         Operation::CreateMemory => create_memory(engine, actor, json(input(body).await?)?).await,
+        Operation::CreateMemories => {
+            let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
+            let batch: NewMemoryBatch = json(bytes)?;
+            check_batch_size(batch.memories.len())?;
+            // The request spent one write request when it arrived; a batch spends one per
+            // `MEMORIES_PER_WRITE_REQUEST` memories in all.
+            let more = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST) - 1;
+            if let Some(more) = std::num::NonZeroU32::new(more as u32) {
+                inner.limiter.check_n(operation.rate_class(), actor, more)?;
+            }
+            create_memories(engine, actor, batch).await
+        }
         Operation::GetMemory => get_memory(engine, id).await,
         Operation::UpdateMemory => {
             update_memory(engine, actor, id, json(input(body).await?)?).await
@@ -141,6 +154,35 @@ pub(crate) async fn list_memories(engine: &Engine, query: MemoryListQuery) -> Re
 pub(crate) async fn create_memory(engine: &Engine, actor: &str, input: NewMemory) -> Reply {
     let memory = engine.create_memory(input, actor).await?;
     Ok(json_response(StatusCode::CREATED, &CreatedMemory::from(memory)))
+}
+
+/// Stores up to 1,000 memories in one transaction: all of them, or, when one breaks a rule,
+/// none (the error names it as `memories[index].field`). They start `active`. A batch spends
+/// one `write` request of the rate limit per 100 memories, rounded up.
+#[utoipa::path(post, path = "/api/memories/batch", tag = "memories", request_body = NewMemoryBatch,
+    responses(
+        (status = 201, description = "The memories as stored, in the request's order", body = CreatedMemories),
+        (status = 413, description = "The body is over 16 MiB", body = ErrorEnvelope),
+        (status = 422, description = "The body is not a valid batch, or one of its memories is not valid \
+            (`memories[3].content: must not be empty`); nothing was stored", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn create_memories(engine: &Engine, actor: &str, batch: NewMemoryBatch) -> Reply {
+    let memories = engine.create_memories(batch.memories, actor).await?;
+    let created =
+        CreatedMemories { memories: memories.into_iter().map(CreatedMemory::from).collect() };
+    Ok(json_response(StatusCode::CREATED, &created))
+}
+
+fn check_batch_size(items: usize) -> Result<(), ApiError> {
+    if items == 0 {
+        return Err(ApiError::validation("memories: at least one memory is required"));
+    }
+    if items > MAX_BATCH_MEMORIES {
+        return Err(ApiError::validation(format!(
+            "memories: {items} memories; the limit is {MAX_BATCH_MEMORIES} a batch"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads one memory, archived or not.

@@ -33,6 +33,12 @@ pub use cairn_http::{ApiError, ResponseBody};
 /// The largest request body accepted, in bytes: a 64 KiB memory plus metadata and slack.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The largest body of `POST /api/memories/batch`, in bytes, whatever `max_body_bytes` is.
+pub const MAX_BATCH_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// A batch spends one write request of its caller's rate limit per this many memories
+/// (rounded up).
+pub const MEMORIES_PER_WRITE_REQUEST: usize = 100;
+
 /// Options of the memory API handler.
 #[derive(Debug, Clone)]
 pub struct ApiConfig {

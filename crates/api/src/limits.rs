@@ -84,6 +84,16 @@ impl Limiter {
         class: RateClass,
         principal: &str,
     ) -> Result<Option<RateState>, ApiError> {
+        self.check_n(class, principal, NonZeroU32::MIN)
+    }
+
+    /// Spends `requests` requests of `principal` in `class` at once (a batch), or none.
+    pub(crate) fn check_n(
+        &self,
+        class: RateClass,
+        principal: &str,
+        requests: NonZeroU32,
+    ) -> Result<Option<RateState>, ApiError> {
         let Some(class_limiter) = (match class {
             RateClass::Read => &self.read,
             RateClass::Write => &self.write,
@@ -98,7 +108,24 @@ impl Limiter {
         }
         let limit = class_limiter.per_minute;
         let interval = 60.0 / f64::from(limit);
-        match class_limiter.limiter.check_key(&principal.to_owned()) {
+        let refused_state = RateState {
+            limit,
+            remaining: 0,
+            reset_seconds: (f64::from(limit) * interval).ceil() as u64,
+        };
+        let checked = match class_limiter.limiter.check_key_n(&principal.to_owned(), requests) {
+            Ok(checked) => checked,
+            Err(_) => {
+                let message = format!(
+                    "this request counts as {requests} requests of its class, over the rate \
+                     limit of {limit} a minute; send smaller batches"
+                );
+                return Err(
+                    refused_state.apply_to_error(ApiError::new(ErrorCode::RateLimited, message))
+                );
+            }
+        };
+        match checked {
             Ok(snapshot) => {
                 let remaining = snapshot.remaining_burst_capacity();
                 let reset_seconds = (f64::from(limit - remaining) * interval).ceil() as u64;
@@ -107,17 +134,12 @@ impl Limiter {
             Err(not_until) => {
                 let wait = not_until.wait_time_from(DefaultClock::default().now());
                 let retry_after = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-                let state = RateState {
-                    limit,
-                    remaining: 0,
-                    reset_seconds: (f64::from(limit) * interval).ceil() as u64,
-                };
                 let message = format!(
                     "rate limit of {limit} requests a minute reached for this class of operation; retry in {retry_after} s"
                 );
                 let error = ApiError::new(ErrorCode::RateLimited, message)
                     .with_header(http::header::RETRY_AFTER, HeaderValue::from(retry_after.max(1)));
-                Err(state.apply_to_error(error))
+                Err(refused_state.apply_to_error(error))
             }
         }
     }

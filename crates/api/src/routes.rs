@@ -13,6 +13,7 @@ use cairn_http::ApiError;
 pub enum Operation {
     ListMemories,
     CreateMemory,
+    CreateMemories,
     GetMemory,
     UpdateMemory,
     ArchiveMemory,
@@ -64,6 +65,7 @@ impl Operation {
             | Operation::Health
             | Operation::OpenApi => Role::Read,
             Operation::CreateMemory
+            | Operation::CreateMemories
             | Operation::UpdateMemory
             | Operation::ArchiveMemory
             | Operation::Outcome
@@ -93,6 +95,7 @@ impl Operation {
         match self {
             Operation::Search | Operation::Context | Operation::CodingContext => RateClass::Context,
             Operation::CreateMemory
+            | Operation::CreateMemories
             | Operation::UpdateMemory
             | Operation::ArchiveMemory
             | Operation::Outcome
@@ -141,6 +144,12 @@ pub const ROUTES: &[Route] = &[
             (Method::POST, Operation::CreateMemory),
         ],
         allow: "GET, POST",
+    },
+    // Before `/api/memories/{id}`: the first route that fits wins (ids start with `mem_`).
+    Route {
+        path: "/api/memories/batch",
+        operations: &[(Method::POST, Operation::CreateMemories)],
+        allow: "POST",
     },
     Route {
         path: "/api/memories/{id}",
@@ -276,17 +285,23 @@ pub fn resolve<'p>(
 }
 
 /// `Some(id)` when `path` fits `pattern`; the inner option is the `{id}` segment, if any.
+/// Compares the literal parts in place (no splitting: this runs for every route on every
+/// request, `GET /api/health` included).
 fn match_path<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
-    let mut id = None;
-    let mut pattern_segments = pattern.split('/');
-    let mut path_segments = path.split('/');
+    let (mut pattern, mut path, mut id) = (pattern, path, None);
     loop {
-        match (pattern_segments.next(), path_segments.next()) {
-            (None, None) => return Some(id),
-            (Some("{id}"), Some(segment)) if !segment.is_empty() => id = Some(segment),
-            (Some(expected), Some(segment)) if expected == segment => {}
-            _ => return None,
+        // A byte search: `{` appears in patterns only as `{id}`.
+        let Some(at) = pattern.find('{') else {
+            return (pattern == path).then_some(id);
+        };
+        // `{id}` is a whole segment: what comes before it ends with `/`.
+        let rest = path.strip_prefix(&pattern[..at])?;
+        let end = rest.find('/').unwrap_or(rest.len());
+        if end == 0 {
+            return None;
         }
+        id = Some(&rest[..end]);
+        (pattern, path) = (&pattern[at + "{id}".len()..], &rest[end..]);
     }
 }
 
@@ -309,6 +324,14 @@ mod tests {
             (Operation::ArchiveMemory, Some("mem_1"))
         );
         assert_eq!(
+            resolve(&Method::POST, "/api/memories/batch").unwrap(),
+            (Operation::CreateMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/memories/batch").unwrap_err().code(),
+            cairn_types::ErrorCode::MethodNotAllowed
+        );
+        assert_eq!(
             resolve(&Method::PUT, "/api/memories/mem_1").unwrap_err().code(),
             cairn_types::ErrorCode::MethodNotAllowed
         );
@@ -319,6 +342,18 @@ mod tests {
         assert_eq!(
             resolve(&Method::GET, "/api/memories//").unwrap(),
             (Operation::ListMemories, None)
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/api/governance/review/mem_2/approve").unwrap(),
+            (Operation::Approve, Some("mem_2"))
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/api/governance/review//approve").unwrap_err().code(),
+            cairn_types::ErrorCode::NotFound
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/api/healthz").unwrap_err().code(),
+            cairn_types::ErrorCode::NotFound
         );
         assert_eq!(
             resolve(&Method::GET, "/nope").unwrap_err().code(),

@@ -151,11 +151,32 @@ pub async fn throughput(
     connections: usize,
     duration: Duration,
 ) -> anyhow::Result<Throughput> {
+    load(address, connections, duration, move |_| (Method::GET, path, None), StatusCode::OK).await
+}
+
+/// Requests per second over `connections` keep-alive connections, each sending what
+/// `request` makes of a running number (the method, the path and the body) until `duration`
+/// has passed; an answer other than `expected` counts as a failure.
+pub async fn load(
+    address: SocketAddr,
+    connections: usize,
+    duration: Duration,
+    request: impl Fn(u64) -> (Method, &'static str, Option<Bytes>) + Send + Sync + 'static,
+    expected: StatusCode,
+) -> anyhow::Result<Throughput> {
+    let request = Arc::new(request);
+    let sequence = Arc::new(AtomicU64::new(0));
     let mut opened = Vec::with_capacity(connections);
     for _ in 0..connections {
         let mut connection = Connection::open(address).await?;
         // One request first, so connection set-up is not measured.
-        connection.get(path).await?;
+        let (method, path, body) = request(sequence.fetch_add(1, Ordering::Relaxed));
+        let (status, answer) = connection.send(method, path, body).await?;
+        anyhow::ensure!(
+            status == expected,
+            "{path} answered {status}: {}",
+            String::from_utf8_lossy(&answer)
+        );
         opened.push(connection);
     }
     let running = Arc::new(AtomicBool::new(true));
@@ -165,10 +186,12 @@ pub async fn throughput(
         .into_iter()
         .map(|mut connection| {
             let (running, ok, failed) = (running.clone(), ok.clone(), failed.clone());
+            let (request, sequence) = (request.clone(), sequence.clone());
             tokio::spawn(async move {
                 while running.load(Ordering::Relaxed) {
-                    match connection.get(path).await {
-                        Ok((status, _)) if status == StatusCode::OK => {
+                    let (method, path, body) = request(sequence.fetch_add(1, Ordering::Relaxed));
+                    match connection.send(method, path, body).await {
+                        Ok((status, _)) if status == expected => {
                             ok.fetch_add(1, Ordering::Relaxed);
                         }
                         Ok(_) => {
@@ -196,4 +219,48 @@ pub async fn throughput(
         seconds: elapsed,
         per_second: requests as f64 / elapsed,
     })
+}
+
+/// Whether `wrk` is on the `PATH`.
+pub fn wrk_available() -> bool {
+    std::process::Command::new("wrk")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// `wrk -t2 -c<connections> -d<duration> http://<address><path>`: its requests per second.
+/// Any answer not 2xx or 3xx counts as a failure, as wrk counts them.
+pub async fn wrk(
+    address: SocketAddr,
+    path: &str,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<Throughput> {
+    let mut command = std::process::Command::new("wrk");
+    command
+        .args(["-t2", &format!("-c{connections}"), &format!("-d{}s", duration.as_secs().max(1))])
+        .arg(format!("http://{address}{path}"));
+    let output =
+        tokio::task::spawn_blocking(move || command.output()).await?.context("cannot run wrk")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    anyhow::ensure!(output.status.success(), "wrk failed: {text}");
+    // "  123456 requests in 3.00s, 12.34MB read" and "Non-2xx or 3xx responses: 12".
+    let summary =
+        text.lines().find(|line| line.contains(" requests in ")).context("wrk summary")?;
+    let mut words = summary.split_whitespace();
+    let requests: u64 = words.next().context("wrk count")?.parse()?;
+    let seconds: f64 = words
+        .nth(2)
+        .and_then(|elapsed| elapsed.trim_end_matches(',').strip_suffix('s'))
+        .context("wrk time")?
+        .parse()?;
+    let failures: u64 = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Non-2xx or 3xx responses:"))
+        .map_or(Ok(0), |count| count.trim().parse())?;
+    let ok = requests - failures.min(requests);
+    Ok(Throughput { requests: ok, failures, seconds, per_second: ok as f64 / seconds })
 }

@@ -83,6 +83,10 @@ mod budget {
     pub const DAEMON_RSS_BYTES: u64 = 100 * 1024 * 1024;
     pub const START_TO_HEALTHY: Duration = Duration::from_millis(200);
     pub const HEALTH_VS_BARE: f64 = 0.80;
+    /// `POST /api/memories`, one memory a request (issue 16).
+    pub const CREATES_PER_SECOND: f64 = 1_000.0;
+    /// `POST /api/memories/batch`, memories a second (issue 16).
+    pub const BATCH_MEMORIES_PER_SECOND: f64 = 20_000.0;
     /// SSE delivery (append → client receives) p99.
     pub const SSE_DELIVERY_P99: Duration = Duration::from_millis(5);
     /// Voice: `input_audio_buffer.commit` → first `response.audio.delta` for a two-second
@@ -92,9 +96,20 @@ mod budget {
 
 const WARM_UP_CALLS: usize = 50;
 const HTTP_CONTEXT_REQUESTS: usize = 200;
+/// Context packs over one connection after the first [`HTTP_CONTEXT_REQUESTS`]: the steady
+/// state whose p99 issue 16 bounds.
+const STEADY_CONTEXT_REQUESTS: usize = 3_000;
 const THROUGHPUT_CONNECTIONS: usize = 16;
-const THROUGHPUT_DURATION: Duration = Duration::from_secs(3);
+const THROUGHPUT_DURATION: Duration = Duration::from_secs(6);
+/// Connections of `wrk -t2` for the health figure, as issue 16 measured it.
+const WRK_CONNECTIONS: usize = 64;
 const BREAKDOWN_CALLS: usize = 200;
+/// Connections creating memories at once, one memory a request, and how long.
+const CREATE_CONNECTIONS: [usize; 2] = [1, 8];
+const CREATE_DURATION: Duration = Duration::from_secs(3);
+/// Memories in each `POST /api/memories/batch`, and the connections sending them.
+const BATCH_SIZE: usize = 1_000;
+const BATCH_CONNECTIONS: usize = 2;
 /// Event streams open at once for the SSE delivery figures (`--quick`: the first only).
 const SSE_STREAMS: [usize; 2] = [100, 1_000];
 const SSE_WARM_UP: usize = 20;
@@ -964,10 +979,25 @@ async fn daemon_figures(
     let (rss_at_start, _) = daemon.memory()?;
     report.info(format!("  daemon RSS when healthy, {n}"), megabytes(rss_at_start));
 
-    let http_context = http_context(daemon.address, corpus, rng).await?;
+    let first = http_context(daemon.address, corpus, rng, HTTP_CONTEXT_REQUESTS).await?;
     report.info(
-        format!("  HTTP context p50 / p99, {n}"),
-        format!("{} / {}", duration(http_context.p50()), duration(http_context.p99())),
+        format!("  HTTP context p50 / p99, first {HTTP_CONTEXT_REQUESTS} after start, {n}"),
+        format!("{} / {}", duration(first.p50()), duration(first.p99())),
+    );
+    // Then the steady state (issue 16): one connection, one request after another.
+    let steady = http_context(daemon.address, corpus, rng, STEADY_CONTEXT_REQUESTS).await?;
+    report.check(
+        format!("HTTP context p99, steady, {STEADY_CONTEXT_REQUESTS} requests, {n}"),
+        format!(
+            "{} (p50 {}, max {}, {} over {})",
+            duration(steady.p99()),
+            duration(steady.p50()),
+            duration(steady.max()),
+            steady.sorted().iter().filter(|sample| **sample > budget::CONTEXT_P99).count(),
+            duration(budget::CONTEXT_P99)
+        ),
+        format!("≤ {}", duration(budget::CONTEXT_P99)),
+        steady.p99() <= budget::CONTEXT_P99,
     );
     let (rss, _) = daemon.memory()?;
     report.check(
@@ -978,22 +1008,33 @@ async fn daemon_figures(
     );
 
     // Two alternating rounds of half the time each, so drift in the machine's load (a build
-    // next door, a warming cache) weighs on both servers alike.
+    // next door, a warming cache) weighs on both servers alike. With `wrk` installed, as
+    // issue 16 measured it (`wrk -t2 -c64`); else with this bench's own client.
     let bare_server = http::BareServer::start()?;
     let (mut bare, mut cairn) = (http::Throughput::default(), http::Throughput::default());
+    let wrk = http::wrk_available();
     for _ in 0..2 {
         for (address, total) in [(bare_server.address, &mut bare), (daemon.address, &mut cairn)] {
-            let round = http::throughput(
-                address,
-                "/api/health",
-                THROUGHPUT_CONNECTIONS,
-                THROUGHPUT_DURATION / 2,
-            )
-            .await?;
+            let round = if wrk {
+                http::wrk(address, "/api/health", WRK_CONNECTIONS, THROUGHPUT_DURATION / 2).await?
+            } else {
+                http::throughput(
+                    address,
+                    "/api/health",
+                    THROUGHPUT_CONNECTIONS,
+                    THROUGHPUT_DURATION / 2,
+                )
+                .await?
+            };
             total.add(round);
         }
     }
     drop(bare_server);
+    let client = if wrk {
+        format!("wrk -t2 -c{WRK_CONNECTIONS}")
+    } else {
+        format!("this bench's client, {THROUGHPUT_CONNECTIONS} connections")
+    };
     let ratio = cairn.per_second / bare.per_second;
     report.check(
         format!("GET /api/health vs bare hyper, {n}"),
@@ -1001,15 +1042,17 @@ async fn daemon_figures(
         format!("≥ {:.0} %", budget::HEALTH_VS_BARE * 100.0),
         ratio >= budget::HEALTH_VS_BARE,
     );
-    report.info(
-        format!("  GET /api/health, {THROUGHPUT_CONNECTIONS} connections"),
-        format!("{} req/s", count(cairn.per_second)),
-    );
+    report
+        .info(format!("  GET /api/health, {client}"), format!("{} req/s", count(cairn.per_second)));
     report.info("  bare hyper, same client".into(), format!("{} req/s", count(bare.per_second)));
     if cairn.failures + bare.failures > 0 {
         report
             .note(format!("throughput failures: cairn {}, bare {}", cairn.failures, bare.failures));
     }
+    if let Err(error) = write_figures(report, corpus, rng, daemon.address, n).await {
+        report.note(format!("creating memories over HTTP failed: {error:#}"));
+    }
+
     let (rss_end, peak) = daemon.memory()?;
     report.info(
         "  daemon RSS at the end / peak".into(),
@@ -1043,6 +1086,77 @@ async fn daemon_figures(
     Ok(sse)
 }
 
+/// Memories created over HTTP: one a request (`POST /api/memories`) over one and several
+/// connections, and a thousand a request (`POST /api/memories/batch`).
+async fn write_figures(
+    report: &mut Report,
+    corpus: &Corpus,
+    rng: &mut Rng,
+    address: SocketAddr,
+    n: &str,
+) -> anyhow::Result<()> {
+    eprintln!("[{n}] creating memories over HTTP…");
+    let singles: Arc<Vec<Bytes>> = Arc::new(
+        (0..4_096)
+            .map(|_| Bytes::from(serde_json::to_vec(&corpus.memory(rng)).expect("serializes")))
+            .collect(),
+    );
+    for connections in CREATE_CONNECTIONS {
+        let bodies = singles.clone();
+        let created = http::load(
+            address,
+            connections,
+            CREATE_DURATION,
+            move |i| {
+                let body = bodies[i as usize % bodies.len()].clone();
+                (Method::POST, "/api/memories", Some(body))
+            },
+            StatusCode::CREATED,
+        )
+        .await?;
+        report.check(
+            format!("POST /api/memories, {connections} connection(s), {n}"),
+            format!("{} memories/s", count(created.per_second)),
+            format!("≥ {}/s", count(budget::CREATES_PER_SECOND)),
+            created.per_second >= budget::CREATES_PER_SECOND,
+        );
+        if created.failures > 0 {
+            report.note(format!("{} single creates failed", created.failures));
+        }
+    }
+    let batches: Arc<Vec<Bytes>> = Arc::new(
+        (0..16)
+            .map(|_| {
+                let memories: Vec<_> = (0..BATCH_SIZE).map(|_| corpus.memory(rng)).collect();
+                let batch = cairn_types::NewMemoryBatch { memories };
+                Bytes::from(serde_json::to_vec(&batch).expect("serializes"))
+            })
+            .collect(),
+    );
+    let created = http::load(
+        address,
+        BATCH_CONNECTIONS,
+        CREATE_DURATION,
+        move |i| {
+            let body = batches[i as usize % batches.len()].clone();
+            (Method::POST, "/api/memories/batch", Some(body))
+        },
+        StatusCode::CREATED,
+    )
+    .await?;
+    let per_second = created.per_second * BATCH_SIZE as f64;
+    report.check(
+        format!("POST /api/memories/batch ({BATCH_SIZE} a request), {n}"),
+        format!("{} memories/s", count(per_second)),
+        format!("≥ {}/s", count(budget::BATCH_MEMORIES_PER_SECOND)),
+        per_second >= budget::BATCH_MEMORIES_PER_SECOND,
+    );
+    if created.failures > 0 {
+        report.note(format!("{} batches failed", created.failures));
+    }
+    Ok(())
+}
+
 /// This process's resident memory in bytes, where `/proc` tells.
 fn own_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -1051,25 +1165,40 @@ fn own_rss() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// [`HTTP_CONTEXT_REQUESTS`] `POST /api/context` over one keep-alive connection.
+/// `requests` `POST /api/context` over one keep-alive connection, one after another.
 async fn http_context(
     address: SocketAddr,
     corpus: &Corpus,
     rng: &mut Rng,
+    requests: usize,
 ) -> anyhow::Result<Latencies> {
     let mut connection = http::Connection::open(address).await?;
-    let mut samples = Vec::with_capacity(HTTP_CONTEXT_REQUESTS);
-    for _ in 0..HTTP_CONTEXT_REQUESTS {
+    let mut samples = Vec::with_capacity(requests);
+    let began = Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..requests {
         let request = inproc::context_request(corpus, rng);
         let body = Bytes::from(serde_json::to_vec(&request)?);
         let started = Instant::now();
         let (status, answer) = connection.send(Method::POST, "/api/context", Some(body)).await?;
         samples.push(started.elapsed());
+        if started.elapsed() > budget::CONTEXT_P99 {
+            slow.push((started - began, started.elapsed()));
+        }
         anyhow::ensure!(
             status == StatusCode::OK,
             "POST /api/context answered {status}: {}",
             String::from_utf8_lossy(&answer)
         );
+    }
+    if !slow.is_empty() && std::env::var_os("CAIRN_BENCH_SLOW").is_some() {
+        let list: Vec<String> = slow
+            .iter()
+            .map(|(at, took)| {
+                format!("{:.0} ms: {:.1}", at.as_secs_f64() * 1e3, took.as_secs_f64() * 1e3)
+            })
+            .collect();
+        eprintln!("slow context packs (since the first, took ms): {}", list.join(", "));
     }
     Ok(Latencies::new(samples))
 }

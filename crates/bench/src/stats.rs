@@ -35,6 +35,11 @@ impl Latencies {
         self.sorted.len()
     }
 
+    /// The samples, shortest first.
+    pub fn sorted(&self) -> &[Duration] {
+        &self.sorted
+    }
+
     pub fn max(&self) -> Duration {
         self.sorted.last().copied().unwrap_or_default()
     }

@@ -33,6 +33,19 @@ pub(crate) enum MemoriesCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Imports memories from a JSON Lines file (`-` for standard input): one memory a line,
+    /// as `POST /api/memories` takes it (`{"content": …, "scope": …}`), sent in batches of
+    /// up to 1,000 (`POST /api/memories/batch`). Each batch is stored whole or not at all;
+    /// a bad line stops the import, naming it, after the batches before its own.
+    Import {
+        /// The file; `-` reads standard input.
+        file: std::path::PathBuf,
+        /// Memories a request (1 to 1,000).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        batch_size: u16,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Lists memories, newest first.
     List {
         #[arg(long)]
@@ -116,6 +129,14 @@ pub(crate) async fn memories(command: MemoriesCommand) -> anyhow::Result<ExitCod
                 print_json(&created)?;
             } else {
                 println!("stored {} ({})", created.id, created.scope);
+            }
+        }
+        MemoriesCommand::Import { file, batch_size, output } => {
+            let imported = import(&file, usize::from(batch_size), &output).await?;
+            if output.json {
+                print_json(&serde_json::json!({ "imported": imported }))?;
+            } else {
+                println!("imported {imported} memories");
             }
         }
         MemoriesCommand::List { scope, status, repo, limit, offset, archived, output } => {
@@ -584,4 +605,73 @@ pub(crate) async fn dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends the memories of a JSON Lines file in batches; how many were stored. A line that is
+/// not a memory, or one the service refuses, stops the import with its line number.
+async fn import(
+    file: &std::path::Path,
+    batch_size: usize,
+    output: &Output,
+) -> anyhow::Result<usize> {
+    use std::io::BufRead as _;
+    let reader: Box<dyn std::io::BufRead> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let opened = std::fs::File::open(file)
+            .map_err(|error| anyhow::anyhow!("cannot open {}: {error}", file.display()))?;
+        Box::new(std::io::BufReader::new(opened))
+    };
+    let client = output.client.connect()?;
+    let (mut imported, mut batch, mut lines) = (0, Vec::with_capacity(batch_size), Vec::new());
+    for (index, line) in reader.lines().enumerate() {
+        let number = index + 1;
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let memory: NewMemory = serde_json::from_str(&line)
+            .map_err(|error| anyhow::anyhow!("line {number}: not a memory: {error}"))?;
+        batch.push(memory);
+        lines.push(number);
+        if batch.len() == batch_size {
+            imported += send_batch(&client, &mut batch, &mut lines, imported).await?;
+        }
+    }
+    if !batch.is_empty() {
+        imported += send_batch(&client, &mut batch, &mut lines, imported).await?;
+    }
+    Ok(imported)
+}
+
+async fn send_batch(
+    client: &cairn_client::Client,
+    batch: &mut Vec<NewMemory>,
+    lines: &mut Vec<usize>,
+    imported: usize,
+) -> anyhow::Result<usize> {
+    let request = cairn_client::types::NewMemoryBatch { memories: std::mem::take(batch) };
+    match client.create_memories(&request).await {
+        Ok(created) => {
+            lines.clear();
+            Ok(created.memories.len())
+        }
+        Err(error) => {
+            // `memories[3].content: …` names the item; say which line it came from.
+            let message = error.api().map_or_else(|| error.to_string(), |api| api.message.clone());
+            let line = message
+                .split_once("memories[")
+                .and_then(|(_, rest)| rest.split_once(']'))
+                .and_then(|(index, _)| index.parse::<usize>().ok())
+                .and_then(|index| lines.get(index));
+            match line {
+                Some(line) => anyhow::bail!(
+                    "line {line}: {message}; {imported} memories were imported before its batch"
+                ),
+                None => {
+                    anyhow::bail!("{message}; {imported} memories were imported before this batch")
+                }
+            }
+        }
+    }
 }

@@ -3,10 +3,11 @@
 use cairn_types::{
     AuditList, AuditQuery, CodingContext, CodingContextRequest, Conflict, ConflictList,
     ConflictQuery, ConflictResolution, Connector, ConnectorHealth, ConnectorList, ContextPack,
-    ContextRequest, CreatedMemory, DreamReport, DreamRequest, ErasureReport, ErasureRequest,
-    EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory, MemoryList,
-    MemoryListQuery, MemoryPatch, NewConnector, NewMemory, Outcome, OutcomeRequest, PatchEvidence,
-    PatchEvidenceRequest, RemovedConnector, SearchQuery, SearchResult, SyncReport,
+    ContextRequest, CreatedMemories, CreatedMemory, DreamReport, DreamRequest, ErasureReport,
+    ErasureRequest, EvidencePack, EvidencePackRequest, GuardRequest, GuardResult, Health, Memory,
+    MemoryList, MemoryListQuery, MemoryPatch, NewConnector, NewMemory, NewMemoryBatch, Outcome,
+    OutcomeRequest, PatchEvidence, PatchEvidenceRequest, RemovedConnector, SearchQuery,
+    SearchResult, SyncReport,
 };
 use http::Method;
 use serde::Serialize;
@@ -20,6 +21,14 @@ impl Client {
     /// `POST /api/memories`: stores a memory; it starts `active`.
     pub async fn create_memory(&self, memory: &NewMemory) -> Result<CreatedMemory, Error> {
         self.call(Method::POST, "/api/memories", None, Body::Json(memory)).await
+    }
+
+    /// `POST /api/memories/batch`: stores up to 1,000 memories in one transaction, all or
+    /// none; the answer lists them as stored, in `batch`'s order. A memory that breaks a
+    /// rule fails the whole batch with a `VALIDATION_ERROR` naming it
+    /// (`memories[3].content: …`).
+    pub async fn create_memories(&self, batch: &NewMemoryBatch) -> Result<CreatedMemories, Error> {
+        self.call(Method::POST, "/api/memories/batch", None, Body::Json(batch)).await
     }
 
     /// `GET /api/memories`: a page of memories, newest first.

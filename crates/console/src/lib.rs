@@ -51,7 +51,10 @@ pub fn page_or_asset(path: &str) -> Option<Asset> {
 /// Whether a path may be the console's: everything but the API (`/api`, `/api/…`), the MCP
 /// endpoint and the OpenAPI document, which keep their own answers, 404s included.
 pub fn is_console_path(path: &str) -> bool {
-    let api = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
+    // No allocation: this runs on every request the daemon answers.
+    let api = |prefix: &str| {
+        path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
     path.starts_with('/') && !api("/api") && !api("/mcp") && path != "/openapi.json"
 }
 

@@ -49,7 +49,8 @@ pub fn bytes_response(
     response
 }
 
-/// Oversized bodies up to this size are read and dropped before the 413 is sent.
+/// Oversized bodies up to this size, or up to twice the limit when that is more (the 16 MiB
+/// of a memory batch), are read and dropped before the 413 is sent.
 const DRAIN_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// Reads a whole body, refusing more than `limit` bytes with 413 `PAYLOAD_TOO_LARGE`.
@@ -70,7 +71,7 @@ where
     if let Some(length) = declared.filter(|length| *length > limit as u64) {
         // Read and drop a moderately oversized body before answering, so the client, still
         // sending, gets to read the 413 instead of a reset connection.
-        if length <= DRAIN_LIMIT {
+        if length <= DRAIN_LIMIT.max(2 * limit as u64) {
             let mut body = std::pin::pin!(body);
             while let Some(Ok(_)) = body.frame().await {}
         }

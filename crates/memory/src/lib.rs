@@ -52,6 +52,9 @@ pub enum Error {
     /// The input breaks a rule; `field` is its name on the wire.
     #[error("{field}: {reason}")]
     Invalid { field: &'static str, reason: String },
+    /// Item `index` (from 0) of a batch breaks a rule; `field` is its name on the wire.
+    #[error("memories[{index}].{field}: {reason}")]
+    InvalidItem { index: usize, field: &'static str, reason: String },
     #[error("no memory has the id `{0}`")]
     MemoryNotFound(String),
     #[error("no patch evidence has the id `{0}`")]
@@ -237,32 +240,48 @@ impl Engine {
 
     /// Stores a memory on behalf of `actor` (a principal id, written to the audit log).
     pub async fn create_memory(&self, input: NewMemory, actor: &str) -> Result<Memory> {
-        let mut created = self.create_memories(vec![input], actor).await?;
+        let mut created = match self.create_memories(vec![input], actor).await {
+            Ok(created) => created,
+            // One memory: its fields are named as the single create's body has them.
+            Err(Error::InvalidItem { field, reason, .. }) => {
+                return Err(Error::Invalid { field, reason });
+            }
+            Err(error) => return Err(error),
+        };
         Ok(created.pop().expect("one memory in, one memory out"))
     }
 
-    /// Creates many memories in one transaction: all are stored, or none.
+    /// Creates many memories in one transaction: all are stored, or none. Each is checked
+    /// before anything is stored; the first that breaks a rule fails the call with
+    /// [`Error::InvalidItem`], naming its position.
     pub async fn create_memories(
         &self,
         inputs: Vec<NewMemory>,
         actor: &str,
     ) -> Result<Vec<Memory>> {
         let now = self.now();
-        let memories =
-            inputs.into_iter().map(|input| new_memory(input, now)).collect::<Result<Vec<_>>>()?;
+        let memories = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(index, input)| {
+                new_memory(input, now).map_err(|error| match error {
+                    Error::Invalid { field, reason } => Error::InvalidItem { index, field, reason },
+                    other => other,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         self.store.insert_memories(&memories, actor).await?;
         self.wake_embedder(memories.len());
         // Count each new memory's context entry now, while it is at hand, so the context
-        // packs that use it do not tokenize on their hot path.
-        // (Tokenizing is CPU work: on a blocking thread.)
+        // packs that use it do not tokenize on their hot path. Tokenizing is CPU work, on a
+        // blocking thread; the caller does not wait for it (a pack that comes first counts
+        // what it uses itself), so a create answers as soon as its commit is durable.
         let (entry_tokens, created) = (self.entry_tokens.clone(), memories.clone());
         tokio::task::spawn_blocking(move || {
             for memory in &created {
                 entry_tokens.insert(memory, count_tokens(&context::format_entry(memory)));
             }
-        })
-        .await
-        .map_err(StoreError::backend)?;
+        });
         Ok(memories)
     }
 

@@ -189,27 +189,33 @@ impl Services {
         peer: SocketAddr,
         account: Option<PeerAccount>,
     ) -> Response<ResponseBody> {
-        let started = Instant::now();
         request.extensions_mut().insert(ClientAddr(peer));
         if let Some(account) = account {
             request.extensions_mut().insert(account);
         }
-        let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+        // Copied for the log only when it is written: this runs on every request.
+        let logged = tracing::enabled!(tracing::Level::DEBUG)
+            .then(|| (request.method().clone(), request.uri().path().to_owned(), Instant::now()));
         if let Some(response) = console::respond(&request) {
-            tracing::debug!(%method, %path, status = response.status().as_u16(), "console");
+            if let Some((method, path, _)) = &logged {
+                tracing::debug!(%method, %path, status = response.status().as_u16(), "console");
+            }
             return response;
         }
-        let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(&path));
+        let path = request.uri().path();
+        let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(path));
+        let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);
         if runtime.is_some() {
             bearer_from_query(&mut request);
         }
-        let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);
         let response = match (runtime, mcp) {
             (Some(runtime), _) => runtime.handle(request).await,
             (None, Some(mcp)) => self.handle_mcp(mcp, request).await,
             (None, None) => self.memory.handle(request).await,
         };
-        tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+        if let Some((method, path, started)) = &logged {
+            tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+        }
         response
     }
 }

@@ -64,6 +64,79 @@ struct Writer {
     /// it, on the same thread and before the lock is released, so a caller that stops waiting
     /// (a dropped request) cannot leave it wrong. Only this process writes the file.
     live_memories: AtomicU64,
+    /// Memory inserts waiting for the writer (see [`Writer::commit_pending_inserts`]).
+    pending_inserts: std::sync::Mutex<Vec<PendingInsert>>,
+}
+
+/// One caller's `insert_memories`, waiting to be committed.
+struct PendingInsert {
+    memories: Vec<Memory>,
+    actor: String,
+    done: tokio::sync::oneshot::Sender<Result<()>>,
+}
+
+impl Writer {
+    /// Group commit: takes the writer, then every memory insert queued by then (its own
+    /// caller's, and those of callers that queued theirs while the previous commit was being
+    /// synced), and commits them in one transaction, so one sync to disk serves them all.
+    /// Each caller's memories are stored all together or not at all, whatever becomes of the
+    /// others: when the shared transaction fails, each caller's insert is tried again in a
+    /// transaction of its own. (Not savepoints: releasing one flushes the full-text index,
+    /// a cost per caller that the one transaction saves.) Called by every caller after
+    /// queueing; one whose insert an earlier call took finds nothing left to do.
+    fn commit_pending_inserts(&self) {
+        let mut connections =
+            self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let jobs = std::mem::take(
+            &mut *self.pending_inserts.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if jobs.is_empty() {
+            return;
+        }
+        let together = commit_inserts(&mut connections.synced, &jobs);
+        if together.is_ok() || jobs.len() == 1 {
+            self.answer(jobs, together);
+            return;
+        }
+        for job in jobs {
+            let alone = commit_inserts(&mut connections.synced, std::slice::from_ref(&job));
+            self.answer(vec![job], alone);
+        }
+    }
+
+    /// Tells the callers of `jobs` how their commit went, after counting what it added.
+    fn answer(&self, jobs: Vec<PendingInsert>, committed: Result<u64>) {
+        match committed {
+            Ok(live) => {
+                self.live_memories.fetch_add(live, Ordering::Relaxed);
+                for job in jobs {
+                    let _ = job.done.send(Ok(()));
+                }
+            }
+            Err(error) => {
+                let message = error.to_string();
+                for job in jobs {
+                    let _ = job.done.send(Err(StoreError::Backend(message.clone().into())));
+                }
+            }
+        }
+    }
+}
+
+/// The memories of `jobs` in one transaction, synced: the live memories they add.
+fn commit_inserts(connection: &mut Connection, jobs: &[PendingInsert]) -> Result<u64> {
+    let transaction =
+        connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+    let mut live = 0;
+    for job in jobs {
+        let audit = Audit { actor: &job.actor, action: "create" };
+        for memory in &job.memories {
+            insert_memory_row(&transaction, memory, &audit)?;
+            live += u64::from(memory.archived_at.is_none());
+        }
+    }
+    transaction.commit().map_err(sql)?;
+    Ok(live)
 }
 
 struct WriterConnections {
@@ -93,6 +166,7 @@ impl SqliteStore {
         let writer = Arc::new(Writer {
             connections: std::sync::Mutex::new(WriterConnections { synced, relaxed }),
             live_memories: AtomicU64::new(count as u64),
+            pending_inserts: std::sync::Mutex::default(),
         });
         let readers = Pool::builder()
             .max_size(READER_CONNECTIONS)
@@ -399,16 +473,21 @@ pub(crate) fn filter_params(
 #[async_trait]
 impl MemoryStore for SqliteStore {
     async fn insert_memories(&self, memories: &[Memory], actor: &str) -> Result<()> {
-        let live = memories.iter().filter(|memory| memory.archived_at.is_none()).count() as i64;
-        let (memories, actor) = (memories.to_vec(), actor.to_owned());
-        self.write_counted(move |tx| {
-            let audit = Audit { actor: &actor, action: "create" };
-            for memory in &memories {
-                insert_memory_row(tx, memory, &audit)?;
-            }
-            Ok(((), live))
+        let (done, committed) = tokio::sync::oneshot::channel();
+        let job = PendingInsert { memories: memories.to_vec(), actor: actor.to_owned(), done };
+        self.writer
+            .pending_inserts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(job);
+        let writer = self.writer.clone();
+        // The commit runs to its end on a blocking thread even when the caller stops waiting.
+        run_blocking(move || {
+            writer.commit_pending_inserts();
+            Ok(())
         })
-        .await
+        .await?;
+        committed.await.map_err(StoreError::backend)?
     }
 
     async fn get_memory(&self, id: &str) -> Result<Option<Memory>> {
@@ -873,6 +952,52 @@ mod tests {
         // The writer is free again only once the dropped write's work is all done.
         store.write(|_| Ok(())).await.unwrap();
         assert_eq!(store.count_memories().await.unwrap(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_inserts_share_commits_and_a_failing_one_fails_alone() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
+        let first = cairn_store::conformance::sample_memory("first", cairn_types::Scope::User, 1);
+        store.insert_memories(std::slice::from_ref(&first), "tester").await.unwrap();
+        // 40 callers at once, two memories each; caller 17 repeats an id already stored.
+        let inserts = (0..40).map(|n| {
+            let mut pair: Vec<Memory> = (0..2)
+                .map(|k| {
+                    let text = format!("caller {n} memory {k}");
+                    cairn_store::conformance::sample_memory(&text, cairn_types::Scope::User, n)
+                })
+                .collect();
+            if n == 17 {
+                pair[1].id = first.id.clone();
+            }
+            let store = store.clone();
+            tokio::spawn(async move { store.insert_memories(&pair, "tester").await })
+        });
+        let outcomes = futures_join_all(inserts).await;
+        for (n, outcome) in outcomes.iter().enumerate() {
+            assert_eq!(outcome.is_ok(), n != 17, "caller {n}: {outcome:?}");
+        }
+        assert_eq!(store.count_memories().await.unwrap(), 1 + 39 * 2, "caller 17 stored nothing");
+        let counted: i64 = store
+            .read(|connection| {
+                connection
+                    .query_row("SELECT count(*) FROM memories", [], |row| row.get(0))
+                    .map_err(sql)
+            })
+            .await
+            .unwrap();
+        assert_eq!(counted, 1 + 39 * 2);
+    }
+
+    async fn futures_join_all(
+        tasks: impl Iterator<Item = tokio::task::JoinHandle<Result<()>>>,
+    ) -> Vec<Result<()>> {
+        let mut outcomes = Vec::new();
+        for task in tasks.collect::<Vec<_>>() {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

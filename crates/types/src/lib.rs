@@ -38,8 +38,9 @@ pub use guard::{GuardFinding, GuardRequest, GuardResult};
 pub use health::Health;
 pub use id::{IdPrefix, new_id};
 pub use memory::{
-    CreatedMemory, MAX_CONTENT_BYTES, Memory, MemoryList, MemoryListQuery, MemoryPatch, NewMemory,
-    RetrievalMode, Scope, SearchHit, SearchQuery, SearchResult, Status,
+    CreatedMemories, CreatedMemory, MAX_BATCH_MEMORIES, MAX_CONTENT_BYTES, Memory, MemoryList,
+    MemoryListQuery, MemoryPatch, NewMemory, NewMemoryBatch, RetrievalMode, Scope, SearchHit,
+    SearchQuery, SearchResult, Status,
 };
 pub use outcome::{
     EvidenceFormat, EvidencePack, EvidencePackRequest, Outcome, OutcomeRequest, PatchEvidence,

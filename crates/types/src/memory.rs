@@ -144,6 +144,25 @@ pub struct NewMemory {
     pub metadata: JsonObject,
 }
 
+/// The most memories one `POST /api/memories/batch` may create.
+pub const MAX_BATCH_MEMORIES: usize = 1000;
+
+/// The body of `POST /api/memories/batch`: up to 1,000 memories ([`MAX_BATCH_MEMORIES`]),
+/// stored all together or not at all.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewMemoryBatch {
+    /// At least one and at most 1,000 memories, each as `POST /api/memories` takes it.
+    pub memories: Vec<NewMemory>,
+}
+
+/// The answer of `POST /api/memories/batch`: the memories as stored, in the request's order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedMemories {
+    pub memories: Vec<CreatedMemory>,
+}
+
 /// The body of `PATCH /api/memories/:id`: every field is optional; at least one is required.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

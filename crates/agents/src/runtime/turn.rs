@@ -385,7 +385,9 @@ impl DefaultRuntime {
 /// endpoint) is logged and recorded only as a failure.
 fn tool_error(tool: &str, error: cairn_memory::Error) -> String {
     match error {
-        cairn_memory::Error::Invalid { .. } => error.to_string(),
+        cairn_memory::Error::Invalid { .. } | cairn_memory::Error::InvalidItem { .. } => {
+            error.to_string()
+        }
         error => {
             tracing::error!(%error, tool, "a tool call failed");
             "the memory engine failed; see the server's log".to_owned()
