@@ -79,8 +79,9 @@ fn npm(directory: &Path, args: &[&str], cairn: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The debug `cairn` binary, as the workspace tests build it (already built after them).
-fn build_cairn(root: &Path) -> anyhow::Result<PathBuf> {
+/// The debug `cairn` binary, as the workspace tests build it (already built after them), in
+/// `CARGO_TARGET_DIR` when that is set.
+pub(crate) fn build_cairn(root: &Path) -> anyhow::Result<PathBuf> {
     crate::cargo(&["build", "--quiet", "-p", "cairn-cli", "--bin", "cairn"], &[])?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)

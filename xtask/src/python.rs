@@ -21,7 +21,7 @@ const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_co
 
 pub(crate) fn schemathesis(root: &Path, args: &[String]) -> anyhow::Result<()> {
     let st = install(root)?.join("bin/st");
-    let cairn = build_cairn(root)?;
+    let cairn = crate::npm::build_cairn(root)?;
     let data = root.join("target/python/data");
     let _ = std::fs::remove_dir_all(&data);
     let mut daemon = Daemon::start(&cairn, &data)?;
@@ -50,19 +50,13 @@ pub(crate) fn schemathesis(root: &Path, args: &[String]) -> anyhow::Result<()> {
 /// `tests/mcp/check.py` with the official MCP Python SDK.
 pub(crate) fn mcp(root: &Path) -> anyhow::Result<()> {
     let python = install(root)?.join("bin/python");
-    let cairn = build_cairn(root)?;
+    let cairn = crate::npm::build_cairn(root)?;
     eprintln!("$ python tests/mcp/check.py {}", cairn.display());
     let status = Command::new(python).arg(root.join("tests/mcp/check.py")).arg(&cairn).status()?;
     if !status.success() {
         bail!("the MCP check failed ({status})");
     }
     Ok(())
-}
-
-/// The `cairn` binary the checks run (debug, as the tests build it).
-fn build_cairn(root: &Path) -> anyhow::Result<PathBuf> {
-    crate::cargo(&["build", "--quiet", "-p", "cairn-cli", "--bin", "cairn"], &[])?;
-    Ok(root.join("target/debug/cairn"))
 }
 
 /// The virtualenv with `xtask/requirements.txt` installed, made or brought up to date.
