@@ -5,9 +5,10 @@
 //! column, and `memories.doc_tokens` each live memory's length, so BM25 is FTS5's
 //! `bm25(memories_fts, 2.0, 1.0)`: k1 = 1.2, b = 0.75, content weighing twice the tags,
 //! `idf = ln((N − n + 0.5) / (n + 0.5))` (1e-6 when not positive), N and the mean length
-//! from `memory_counts`. The plan is SQLite's: the rarest words while their rows sum to at
-//! most [`SELECTIVE_ROWS`], else every word required; the newest [`SCORED_ROWS`] matches
-//! scored; the best of the rows holding any word added when the plan finds few.
+//! from `memory_counts`. The plan is SQLite's ([`cairn_store::fulltext`]): the rarest words
+//! while their rows sum to at most a thousand, else every word required; the newest
+//! [`SCORED_ROWS`] matches scored; the best of the rows holding any word added when the
+//! plan finds few.
 //!
 //! One approximation: a query word that unicode61 splits into several tokens (FTS5 would
 //! look for them as a phrase) is left out.
@@ -15,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use cairn_store::fulltext::{FEW_HITS, Plan, WordFrequencies, plan};
 use cairn_store::{MemoryFilter, Result, TextMatch};
 use deadpool_postgres::GenericClient;
 
@@ -23,33 +25,12 @@ use crate::fts::tokenize;
 use crate::memories::corpus;
 use crate::rows::{MEMORY_COLUMNS, filter_params, memory_from_row, query};
 
-/// How many matching rows the selective words may bring in together.
-const SELECTIVE_ROWS: u64 = 1_000;
 /// The most rows one query scores: the newest matches when the words are all common.
 const SCORED_ROWS: i64 = 600;
-/// Fewer hits than this from the plan widen the search to any word.
-const FEW_HITS: usize = 5;
-/// Cached word frequencies are measured again once the corpus has grown by a quarter.
-const REMEASURE_GROWTH: f64 = 1.25;
-const MAX_CACHED_WORDS: usize = 100_000;
-/// Only words in at least this many memories are worth caching.
-const CACHED_FROM_DOCUMENTS: u64 = 100;
 
 /// FTS5's BM25 constants.
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-
-/// How many memories contain each term, measured lazily.
-#[derive(Debug, Default)]
-pub(crate) struct WordFrequencies {
-    cache: Mutex<HashMap<String, Measured>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Measured {
-    documents: u64,
-    corpus: u64,
-}
 
 /// The frequencies of one store (by its instance), kept for the life of the process.
 pub(crate) fn frequencies_of(store: &PgStore) -> Arc<WordFrequencies> {
@@ -58,68 +39,21 @@ pub(crate) fn frequencies_of(store: &PgStore) -> Arc<WordFrequencies> {
     all.entry(store.instance().to_owned()).or_default().clone()
 }
 
-impl WordFrequencies {
-    async fn documents(
-        &self,
-        client: &(impl GenericClient + ?Sized),
-        term: &str,
-        corpus: u64,
-    ) -> Result<u64> {
-        let cached = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(term).copied();
-        let fresh =
-            |measured: &Measured| corpus as f64 <= measured.corpus.max(1) as f64 * REMEASURE_GROWTH;
-        if let Some(measured) = cached.filter(fresh) {
-            return Ok(measured.documents);
-        }
-        let documents: i64 =
-            query(client, "SELECT count(*) FROM memory_terms WHERE term = $1", &[&term]).await?[0]
-                .get(0);
-        let documents = documents as u64;
-        if documents < CACHED_FROM_DOCUMENTS {
-            // Rare words are cheap to count, and their counts change fastest in relative
-            // terms: a word nobody has written yet must be found once somebody does.
-            return Ok(documents);
-        }
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= MAX_CACHED_WORDS {
-            cache.clear();
-        }
-        cache.insert(term.to_owned(), Measured { documents, corpus });
-        Ok(documents)
+/// How many memories hold `term` (in a corpus of `corpus`), from the cache or counted.
+async fn documents(
+    client: &(impl GenericClient + ?Sized),
+    frequencies: &WordFrequencies,
+    term: &str,
+    corpus: u64,
+) -> Result<u64> {
+    if let Some(documents) = frequencies.cached(term, corpus) {
+        return Ok(documents);
     }
-}
-
-/// Which rows a query considers.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Plan {
-    /// Rows holding any of these terms (one entry per query word: words that stem alike
-    /// each count, as FTS5's `"deploy" OR "deploying"` does).
-    Any(Vec<(String, u64)>),
-    /// Rows holding every one of these terms.
-    All(Vec<(String, u64)>),
-}
-
-impl Plan {
-    fn phrases(&self) -> &[(String, u64)] {
-        match self {
-            Plan::Any(phrases) | Plan::All(phrases) => phrases,
-        }
-    }
-}
-
-/// The selective terms (rarest first, as long as they match at most [`SELECTIVE_ROWS`]
-/// rows together); when every term is common, all of them together.
-pub(crate) fn plan(measured: &[(String, u64)]) -> Plan {
-    let mut selective = Vec::new();
-    let mut rows = 0;
-    for (term, documents) in measured {
-        if rows + documents > SELECTIVE_ROWS {
-            break;
-        }
-        selective.push((term.clone(), *documents));
-        rows += documents;
-    }
-    if selective.is_empty() { Plan::All(measured.to_vec()) } else { Plan::Any(selective) }
+    let documents: i64 =
+        query(client, "SELECT count(*) FROM memory_terms WHERE term = $1", &[&term]).await?[0]
+            .get(0);
+    frequencies.remember(term, documents as u64, corpus);
+    Ok(documents as u64)
 }
 
 /// FTS5's idf of a phrase in `documents` of `corpus` rows.
@@ -160,7 +94,7 @@ pub(crate) async fn search(
             continue;
         }
         let term = tokens.remove(0);
-        let documents = frequencies.documents(client, &term, corpus_rows).await?;
+        let documents = documents(client, frequencies, &term, corpus_rows).await?;
         if documents > 0 {
             any.push((term, documents));
         }
@@ -300,27 +234,6 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn measured(words: &[(&str, u64)]) -> Vec<(String, u64)> {
-        words.iter().map(|(word, documents)| ((*word).to_owned(), *documents)).collect()
-    }
-
-    #[test]
-    fn plans_keep_selective_words_or_require_every_common_one() {
-        assert_eq!(
-            plan(&measured(&[("parser", 40), ("flaky", 300)])),
-            Plan::Any(measured(&[("parser", 40), ("flaky", 300)]))
-        );
-        assert_eq!(
-            plan(&measured(&[("parser", 40), ("flaky", 300), ("build", 40_000)])),
-            Plan::Any(measured(&[("parser", 40), ("flaky", 300)])),
-            "common words are left out when selective ones exist"
-        );
-        assert_eq!(
-            plan(&measured(&[("build", 40_000), ("test", 50_000)])),
-            Plan::All(measured(&[("build", 40_000), ("test", 50_000)]))
-        );
-    }
 
     #[test]
     fn bm25_is_fts5s() {

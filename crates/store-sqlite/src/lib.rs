@@ -49,7 +49,7 @@ const WAL_TRUNCATE_AT: u64 = 4 * WAL_SIZE_LIMIT;
 pub struct SqliteStore {
     readers: Pool<SqliteConnectionManager>,
     writer: Arc<Writer>,
-    word_frequencies: Arc<search::WordFrequencies>,
+    word_frequencies: Arc<cairn_store::fulltext::WordFrequencies>,
     /// The checkpoint thread runs while a clone of the store exists.
     _alive: Arc<()>,
 }

@@ -1,72 +1,35 @@
-//! Full-text search planned by term selectivity.
-//!
-//! FTS5 computes BM25 for every row a query matches, at about a microsecond a row, so an OR
-//! of all a task's words costs tens of milliseconds at 100,000 memories when one of them is
-//! common ("build", "test"). The planner measures how many memories contain each word
-//! (cached per word, re-measured as the corpus grows), then asks FTS5 for the rows that
-//! contain a selective word, or, when every word is common, all of them: BM25 weighs
-//! selective words an order of magnitude more than common ones, so the best hits are nearly
-//! always among those rows. A window over the newest matches bounds the rows scored, and
-//! when the plan finds very few rows, the rows holding any word are added.
+//! Full-text search on FTS5: the plan of [`cairn_store::fulltext`] (selective words, or
+//! every common one) run as an FTS5 expression, ranked by FTS5's BM25. A window over the
+//! newest matches bounds the rows scored; when the plan finds very few rows, the rows
+//! holding any word are added.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
+use cairn_store::fulltext::{FEW_HITS, Plan, WordFrequencies, plan};
 use cairn_store::{MemoryFilter, Result, TextMatch};
 use rusqlite::{Connection, params};
 
 use crate::rows::{MEMORY_COLUMNS, memory_from_row};
 use crate::{FILTER_SQL, filter_params, sql};
 
-/// How many matching rows the selective words may bring in together.
-const SELECTIVE_ROWS: u64 = 1_000;
 /// The most rows one query scores: the newest matches when the words are all common.
 const SCORED_ROWS: u32 = 600;
-/// Fewer hits than this from the plan widen the search to any word.
-const FEW_HITS: usize = 5;
-/// Cached word frequencies are measured again once the corpus has grown by a quarter.
-const REMEASURE_GROWTH: f64 = 1.25;
-const MAX_CACHED_WORDS: usize = 100_000;
-/// Only words in at least this many memories are worth caching.
-const CACHED_FROM_DOCUMENTS: u64 = 100;
 
-/// How many memories contain each word, measured lazily.
-#[derive(Debug, Default)]
-pub(crate) struct WordFrequencies {
-    cache: Mutex<HashMap<String, Measured>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Measured {
-    documents: u64,
+/// How many memories hold `word` (in a corpus of `corpus`), from the cache or counted.
+fn documents(
+    connection: &Connection,
+    frequencies: &WordFrequencies,
+    word: &str,
     corpus: u64,
-}
-
-impl WordFrequencies {
-    fn documents(&self, connection: &Connection, word: &str, corpus: u64) -> Result<u64> {
-        let cached = self.cache.lock().expect("cache lock").get(word).copied();
-        let fresh =
-            |measured: &Measured| corpus as f64 <= measured.corpus.max(1) as f64 * REMEASURE_GROWTH;
-        if let Some(measured) = cached.filter(fresh) {
-            return Ok(measured.documents);
-        }
-        let documents: i64 = connection
-            .prepare_cached("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?1")
-            .map_err(sql)?
-            .query_row([quote(word)], |row| row.get(0))
-            .map_err(sql)?;
-        if (documents as u64) < CACHED_FROM_DOCUMENTS {
-            // Rare words are cheap to count, and their counts change fastest in relative
-            // terms: a word nobody has written yet must be found once somebody does.
-            return Ok(documents as u64);
-        }
-        let mut cache = self.cache.lock().expect("cache lock");
-        if cache.len() >= MAX_CACHED_WORDS {
-            cache.clear();
-        }
-        cache.insert(word.to_owned(), Measured { documents: documents as u64, corpus });
-        Ok(documents as u64)
+) -> Result<u64> {
+    if let Some(documents) = frequencies.cached(word, corpus) {
+        return Ok(documents);
     }
+    let documents: i64 = connection
+        .prepare_cached("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?1")
+        .map_err(sql)?
+        .query_row([quote(word)], |row| row.get(0))
+        .map_err(sql)?;
+    frequencies.remember(word, documents as u64, corpus);
+    Ok(documents as u64)
 }
 
 /// Finds up to `limit` memories matching `words`, most relevant first.
@@ -80,16 +43,16 @@ pub(crate) fn search(
 ) -> Result<Vec<TextMatch>> {
     let mut measured = Vec::with_capacity(words.len());
     for word in words {
-        let documents = frequencies.documents(connection, word, corpus)?;
+        let documents = documents(connection, frequencies, word, corpus)?;
         if documents > 0 {
-            measured.push((word.as_str(), documents));
+            measured.push((word.clone(), documents));
         }
     }
     if measured.is_empty() {
         return Ok(Vec::new());
     }
     measured.sort_by_key(|&(_, documents)| documents);
-    let plan = plan(&measured);
+    let plan = expression(&plan(&measured));
     let mut hits = run(connection, &plan, filter, limit)?;
     let any = any_of(words);
     if hits.len() < (limit as usize).min(FEW_HITS) && plan != any {
@@ -107,26 +70,13 @@ pub(crate) fn search(
     Ok(hits)
 }
 
-/// The FTS5 expression: the selective words (rarest first, as long as they match at most
-/// [`SELECTIVE_ROWS`] rows together); when every word is common, all of them together.
-///
-/// Common words are left out when selective ones exist: BM25 weighs them an order of
-/// magnitude less, and walking their long posting lists is what makes a query slow.
-fn plan(measured: &[(&str, u64)]) -> String {
-    let mut selective = Vec::new();
-    let mut rows = 0;
-    for &(word, documents) in measured {
-        if rows + documents > SELECTIVE_ROWS {
-            break;
-        }
-        selective.push(quote(word));
-        rows += documents;
+/// The FTS5 expression of a plan.
+fn expression(plan: &Plan) -> String {
+    let quoted: Vec<String> = plan.phrases().iter().map(|(word, _)| quote(word)).collect();
+    match plan {
+        Plan::Any(_) => quoted.join(" OR "),
+        Plan::All(_) => quoted.join(" AND "),
     }
-    if !selective.is_empty() {
-        return selective.join(" OR ");
-    }
-    let common: Vec<String> = measured.iter().map(|(word, _)| quote(word)).collect();
-    common.join(" AND ")
 }
 
 fn any_of(words: &[String]) -> String {
@@ -178,16 +128,22 @@ fn run(
 mod tests {
     use super::*;
 
+    fn planned(measured: &[(&str, u64)]) -> String {
+        let measured: Vec<(String, u64)> =
+            measured.iter().map(|(word, documents)| ((*word).to_owned(), *documents)).collect();
+        expression(&plan(&measured))
+    }
+
     #[test]
     fn plans_keep_selective_words_or_require_every_common_one() {
-        assert_eq!(plan(&[("parser", 40), ("flaky", 300)]), r#""parser" OR "flaky""#);
+        assert_eq!(planned(&[("parser", 40), ("flaky", 300)]), r#""parser" OR "flaky""#);
         assert_eq!(
-            plan(&[("parser", 40), ("flaky", 300), ("build", 40_000)]),
+            planned(&[("parser", 40), ("flaky", 300), ("build", 40_000)]),
             r#""parser" OR "flaky""#,
             "common words are left out when selective ones exist"
         );
-        assert_eq!(plan(&[("build", 40_000), ("test", 50_000)]), r#""build" AND "test""#);
-        assert_eq!(plan(&[("build", 40_000)]), r#""build""#);
+        assert_eq!(planned(&[("build", 40_000), ("test", 50_000)]), r#""build" AND "test""#);
+        assert_eq!(planned(&[("build", 40_000)]), r#""build""#);
     }
 
     #[test]

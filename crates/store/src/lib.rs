@@ -7,6 +7,7 @@
 pub mod conformance;
 mod connectors;
 mod conversations;
+pub mod fulltext;
 mod shared;
 pub mod transfer;
 
