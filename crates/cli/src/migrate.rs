@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use cairn_store::transfer::{Export, TABLES, Transfer};
+use cairn_store::transfer::{Export, TABLES, Transfer, copy_table};
 use cairn_store::{MemoryFilter, Store};
 use serde_json::Value;
 
@@ -108,23 +108,9 @@ pub(crate) async fn migrate(
     let mut export = from.transfer.export().await?;
     for table in TABLES {
         let bar = progress_bar(show_progress, table.name);
-        let mut after: Option<Vec<Value>> = None;
-        loop {
-            let rows = export.rows(table.name, after.as_deref(), CHUNK).await?;
-            if rows.is_empty() {
-                break;
-            }
-            to.transfer
-                .import_rows(table.name, &rows)
-                .await
-                .with_context(|| format!("importing {}", table.name))?;
-            bar.inc(rows.len() as u64);
-            let last = rows.last().expect("not empty");
-            after = Some(key_of(table.name, last)?);
-            if rows.len() < CHUNK as usize {
-                break;
-            }
-        }
+        copy_table(export.as_mut(), to.transfer, table, CHUNK, &mut |rows| bar.inc(rows as u64))
+            .await
+            .with_context(|| format!("copying {}", table.name))?;
         bar.finish_and_clear();
     }
     drop(export);
@@ -148,14 +134,7 @@ fn progress_bar(show: bool, table: &str) -> indicatif::ProgressBar {
 /// The key columns of `row` of `table`, to continue after it.
 fn key_of(table: &str, row: &[Value]) -> anyhow::Result<Vec<Value>> {
     let spec = cairn_store::transfer::table(table).context("an unknown table")?;
-    spec.key
-        .iter()
-        .map(|key| {
-            let at = spec.columns.iter().position(|column| column == key);
-            at.and_then(|at| row.get(at).cloned())
-                .with_context(|| format!("table {table}: a row without its key column {key}"))
-        })
-        .collect()
+    spec.key_of(row).with_context(|| format!("table {table}: a row without its key"))
 }
 
 /// Every table of `export`: its row count and a SHA-256 chain over its rows (each as

@@ -293,6 +293,7 @@ impl Transfer for PgStore {
 #[cfg(test)]
 mod tests {
     use cairn_store::conformance::sample_memory;
+    use cairn_store::transfer::copy_table;
     use cairn_store::{MemoryStore, PendingEmbedding, VectorStore};
     use cairn_types::{Scope, Timestamp};
 
@@ -326,21 +327,7 @@ mod tests {
         assert!(!source.is_empty().await.unwrap());
         let mut export = source.export().await.unwrap();
         for spec in TABLES {
-            let mut after: Option<Vec<serde_json::Value>> = None;
-            loop {
-                let rows = export.rows(spec.name, after.as_deref(), 7).await.unwrap();
-                let Some(last) = rows.last() else { break };
-                after = Some(
-                    spec.key
-                        .iter()
-                        .map(|key| {
-                            let at = spec.columns.iter().position(|c| c == key).unwrap();
-                            last[at].clone()
-                        })
-                        .collect(),
-                );
-                target.import_rows(spec.name, &rows).await.unwrap();
-            }
+            copy_table(export.as_mut(), &target, spec, 7, &mut |_| {}).await.unwrap();
         }
         target.finish_import().await.unwrap();
         drop(export);

@@ -229,6 +229,7 @@ impl Transfer for SqliteStore {
 mod tests {
     use cairn_store::MemoryStore;
     use cairn_store::conformance::sample_memory;
+    use cairn_store::transfer::copy_table;
     use cairn_types::Scope;
 
     use super::*;
@@ -258,21 +259,7 @@ mod tests {
 
         let mut export = source.export().await.unwrap();
         for spec in TABLES {
-            let mut after: Option<Vec<serde_json::Value>> = None;
-            loop {
-                let rows = export.rows(spec.name, after.as_deref(), 7).await.unwrap();
-                let Some(last) = rows.last() else { break };
-                after = Some(
-                    spec.key
-                        .iter()
-                        .map(|key| {
-                            let at = spec.columns.iter().position(|c| c == key).unwrap();
-                            last[at].clone()
-                        })
-                        .collect(),
-                );
-                target.import_rows(spec.name, &rows).await.unwrap();
-            }
+            copy_table(export.as_mut(), &target, spec, 7, &mut |_| {}).await.unwrap();
         }
         target.finish_import().await.unwrap();
 

@@ -200,6 +200,47 @@ pub fn table(name: &str) -> Option<&'static TableSpec> {
     TABLES.iter().find(|table| table.name == name)
 }
 
+impl TableSpec {
+    /// The key of `row` (a row of this table, with its [`TableSpec::columns`]), where the
+    /// next chunk after it starts; `None` when the row lacks a key column.
+    pub fn key_of(&self, row: &[serde_json::Value]) -> Option<Vec<serde_json::Value>> {
+        self.key
+            .iter()
+            .map(|key| {
+                let at = self.columns.iter().position(|column| column == key)?;
+                row.get(at).cloned()
+            })
+            .collect()
+    }
+}
+
+/// Copies `table` from `export` into the empty store `to`, `chunk` rows at a time (one
+/// import transaction each); `copied` hears how many rows each chunk moved.
+pub async fn copy_table(
+    export: &mut dyn Export,
+    to: &dyn Transfer,
+    table: &TableSpec,
+    chunk: u32,
+    copied: &mut (dyn FnMut(usize) + Send),
+) -> Result<()> {
+    let mut after: Option<Vec<serde_json::Value>> = None;
+    loop {
+        let rows = export.rows(table.name, after.as_deref(), chunk).await?;
+        let Some(last) = rows.last() else { return Ok(()) };
+        to.import_rows(table.name, &rows).await?;
+        copied(rows.len());
+        if rows.len() < chunk as usize {
+            return Ok(());
+        }
+        let key = table.key_of(last).ok_or_else(|| {
+            crate::StoreError::Backend(
+                format!("table {}: a row without its key", table.name).into(),
+            )
+        })?;
+        after = Some(key);
+    }
+}
+
 /// A store that can be copied out of and into.
 #[async_trait]
 pub trait Transfer: Send + Sync {
