@@ -23,7 +23,8 @@ tasks:
   bench [ARGS]       release-build and run the benchmarks against DESIGN.md's budgets
                      (ARGS go to cairn-bench, e.g. --quick)
   eval --data FILE   retrieval quality (recall@5/10, MRR) on LoCoMo-format conversations,
-                     full text, semantic and fused (options go to `cairn-bench eval`)
+                     full text, semantic and fused (options go to `cairn-bench eval`;
+                     --http: also over HTTP against release daemons, with latency and RSS)
   tidy               layering, docs and file-header checks, the runtime's crate budget
   schemathesis [ARGS] fuzz the real daemon over its whole OpenAPI document (schemathesis
                      from PyPI, into target/python; ARGS go to `st run`)
@@ -44,6 +45,10 @@ fn main() -> anyhow::Result<()> {
         "openapi" => openapi(rest.iter().any(|arg| arg == "--check")),
         "bench" => bench(&rest),
         "eval" => {
+            if rest.iter().any(|arg| arg == "--http") {
+                // The HTTP eval runs the release daemon beside the eval's binary.
+                cargo(&["build", "--release", "-p", "cairn-cli"], &[])?;
+            }
             let mut command =
                 vec!["run", "--release", "--quiet", "-p", "cairn-bench", "--", "eval"];
             command.extend(rest.iter().map(String::as_str));

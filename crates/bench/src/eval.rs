@@ -35,6 +35,11 @@ pub struct EvalOptions {
     /// A file that keeps the model's vectors between runs, by text (the same vectors the
     /// model gives, so the figures do not change; only the time to get them).
     pub embedding_cache: Option<PathBuf>,
+    /// Also run the eval over HTTP against real daemons (`eval_http`).
+    pub http: bool,
+    /// Store every conversation in one store (as one daemon would hold them) instead of one
+    /// store each: questions then compete with every conversation's turns.
+    pub shared: bool,
 }
 
 /// Where the PostgreSQL side of the eval runs.
@@ -49,19 +54,19 @@ pub enum PostgresTarget {
 const PARITY: f64 = 0.02;
 
 /// The categories of LoCoMo's questions (5, adversarial, is left out).
-const CATEGORIES: [(u64, &str); 4] =
+pub(crate) const CATEGORIES: [(u64, &str); 4] =
     [(1, "multi-hop"), (2, "temporal"), (3, "open-domain"), (4, "single-hop")];
 
 #[derive(Default, Clone, Copy)]
-struct Score {
+pub(crate) struct Score {
     recall1: f64,
-    recall5: f64,
+    pub(crate) recall5: f64,
     recall10: f64,
     /// Questions with at least one evidence turn in the first 5.
     any5: f64,
     /// 1 / rank of the first evidence turn within the first 10.
     reciprocal_rank: f64,
-    questions: usize,
+    pub(crate) questions: usize,
 }
 
 impl Score {
@@ -90,11 +95,11 @@ impl Score {
         self.questions += other.questions;
     }
 
-    fn recall_any5(&self) -> f64 {
+    pub(crate) fn recall_any5(&self) -> f64 {
         self.any5 / self.questions.max(1) as f64
     }
 
-    fn mrr(&self) -> f64 {
+    pub(crate) fn mrr(&self) -> f64 {
         self.reciprocal_rank / self.questions.max(1) as f64
     }
 
@@ -114,14 +119,14 @@ impl Score {
 
 /// Scores by question category.
 #[derive(Default, Clone)]
-struct Scores(HashMap<u64, Score>);
+pub(crate) struct Scores(HashMap<u64, Score>);
 
 impl Scores {
-    fn add(&mut self, category: u64, ranked: &[String], evidence: &[String]) {
+    pub(crate) fn add(&mut self, category: u64, ranked: &[String], evidence: &[String]) {
         self.0.entry(category).or_default().add(ranked, evidence);
     }
 
-    fn all(&self) -> Score {
+    pub(crate) fn all(&self) -> Score {
         let mut all = Score::default();
         for score in self.0.values() {
             all.merge(score);
@@ -129,7 +134,7 @@ impl Scores {
         all
     }
 
-    fn category(&self, category: u64) -> Score {
+    pub(crate) fn category(&self, category: u64) -> Score {
         self.0.get(&category).copied().unwrap_or_default()
     }
 }
@@ -146,6 +151,13 @@ struct Results {
     context_any: usize,
     /// In-process latency of each search, by mode (milliseconds).
     latencies: HashMap<RetrievalMode, Vec<f64>>,
+}
+
+/// A question with evidence, and the memories that hold it.
+struct Question {
+    text: String,
+    category: u64,
+    evidence: Vec<String>,
 }
 
 /// Opens a fresh, empty store for conversation `number`.
@@ -185,6 +197,10 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         "embedder: {}",
         embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned())
     );
+    if options.http {
+        let model_dir = options.model_dir.clone().or_else(default_model_dir);
+        crate::eval_http::run(&conversations, model_dir.as_deref()).await?;
+    }
     let sqlite = evaluate(&options, &conversations, &embedder, &Backend::Sqlite).await?;
     if let Some(cache) = &cache {
         cache.save()?;
@@ -297,13 +313,20 @@ async fn evaluate(
     let mut context = Scores::default();
     let mut context_recall = 0.0;
     let mut context_any = 0;
+    // One store per conversation, or (`shared`) one for them all: the engines, each with
+    // the questions to ask it.
+    let mut engines: Vec<(tempfile::TempDir, Engine, Vec<Question>)> = Vec::new();
     for (number, conversation) in conversations.iter().enumerate() {
-        let directory = tempfile::tempdir()?;
-        let store = backend.open(number, directory.path()).await?;
-        let mut engine = Engine::new(store);
-        if let Some(embedder) = embedder {
-            engine = engine.with_embedder(embedder.clone());
+        if engines.is_empty() || !options.shared {
+            let directory = tempfile::tempdir()?;
+            let store = backend.open(number, directory.path()).await?;
+            let mut engine = Engine::new(store);
+            if let Some(embedder) = embedder {
+                engine = engine.with_embedder(embedder.clone());
+            }
+            engines.push((directory, engine, Vec::new()));
         }
+        let (_, engine, questions) = engines.last_mut().expect("an engine was just made");
         let turns = turns(&conversation["conversation"]);
         let inputs = turns.iter().map(|(_, content)| NewMemory {
             content: content.clone(),
@@ -319,30 +342,30 @@ async fn evaluate(
             .zip(&created)
             .map(|((turn, _), memory)| (turn.as_str(), memory.id.clone()))
             .collect();
-        engine.embeddings_settled().await?;
         eprintln!("conversation {}: {} turns stored", number + 1, created.len());
+        questions.extend(conversation["qa"].as_array().into_iter().flatten().filter_map(|qa| {
+            let evidence: Vec<String> = qa["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|turn| by_turn.get(turn.as_str()?.trim()).cloned())
+                .collect();
+            let question = Question {
+                text: qa["question"].as_str()?.to_owned(),
+                category: qa["category"].as_u64().filter(|category| *category != 5)?,
+                evidence,
+            };
+            Some(question).filter(|question| !question.evidence.is_empty())
+        }));
+    }
 
-        let questions: Vec<(&str, u64, Vec<String>)> = conversation["qa"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|qa| qa["category"].as_u64() != Some(5))
-            .filter_map(|qa| {
-                let evidence: Vec<String> = qa["evidence"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|turn| by_turn.get(turn.as_str()?.trim()).cloned())
-                    .collect();
-                Some((qa["question"].as_str()?, qa["category"].as_u64()?, evidence))
-                    .filter(|(_, _, evidence)| !evidence.is_empty())
-            })
-            .collect();
+    for (_, engine, questions) in &engines {
+        engine.embeddings_settled().await?;
         // Searches first: context packs record recall, which then shapes ranking.
-        for (question, category, evidence) in &questions {
+        for question in questions {
             for mode in &modes {
                 let query = SearchQuery {
-                    q: Some((*question).to_owned()),
+                    q: Some(question.text.clone()),
                     limit: Some(10),
                     mode: Some(*mode),
                     ..SearchQuery::default()
@@ -351,17 +374,24 @@ async fn evaluate(
                 let hits = engine.search(query).await?;
                 latencies.entry(*mode).or_default().push(started.elapsed().as_secs_f64() * 1e3);
                 let ranked: Vec<String> = hits.hits.into_iter().map(|hit| hit.memory.id).collect();
-                scores.entry(*mode).or_default().add(*category, &ranked, evidence);
+                scores.entry(*mode).or_default().add(
+                    question.category,
+                    &ranked,
+                    &question.evidence,
+                );
             }
         }
-        for (question, category, evidence) in &questions {
+    }
+    for (_, engine, questions) in &engines {
+        for question in questions {
             let request = ContextRequest {
-                task: (*question).to_owned(),
+                task: question.text.clone(),
                 repo: None,
                 token_budget: Some(options.budget),
             };
             let pack = engine.context(request).await?;
-            context.add(*category, &pack.memory_ids, evidence);
+            context.add(question.category, &pack.memory_ids, &question.evidence);
+            let evidence = &question.evidence;
             let held = evidence.iter().filter(|id| pack.memory_ids.contains(id)).count();
             context_recall += held as f64 / evidence.len() as f64;
             context_any += usize::from(held > 0);
@@ -372,7 +402,7 @@ async fn evaluate(
 }
 
 /// Every turn as (dia_id, memory text): `Speaker: text`, with the photo's caption if any.
-fn turns(conversation: &Value) -> Vec<(String, String)> {
+pub(crate) fn turns(conversation: &Value) -> Vec<(String, String)> {
     let Some(fields) = conversation.as_object() else { return Vec::new() };
     let mut sessions: Vec<(u32, &Vec<Value>)> = fields
         .iter()

@@ -16,6 +16,7 @@ mod corpus;
 mod daemon;
 mod dream;
 mod eval;
+mod eval_http;
 mod http;
 mod inproc;
 mod postgres;
@@ -231,7 +232,6 @@ fn sizes(text: &str) -> anyhow::Result<Vec<usize>> {
         .collect()
 }
 
-/// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N] [--embedding-cache FILE]`.
 /// Embedding throughput and query latency of the local model, when it is installed
 /// (`cairn model fetch`; `CAIRN_MODEL_DIR` points elsewhere).
 async fn local_model_figures(
@@ -274,6 +274,8 @@ async fn local_model_figures(
     Ok(())
 }
 
+/// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N] [--embedding-cache FILE]
+/// [--http] [--shared] [--postgres | --database-url URL]`.
 fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
     let mut options = eval::EvalOptions {
         data: PathBuf::new(),
@@ -282,6 +284,8 @@ fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
         budget: 500,
         postgres: None,
         embedding_cache: None,
+        http: false,
+        shared: false,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -291,6 +295,8 @@ fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
             "--model-dir" => options.model_dir = Some(PathBuf::from(value()?)),
             "--budget" => options.budget = value()?.parse().context("--budget takes a number")?,
             "--hashing" => options.hashing = true,
+            "--http" => options.http = true,
+            "--shared" => options.shared = true,
             "--embedding-cache" => options.embedding_cache = Some(PathBuf::from(value()?)),
             "--postgres" => options.postgres = Some(eval::PostgresTarget::Started),
             "--database-url" => {
