@@ -82,7 +82,7 @@ impl WordTable {
         let mut bytes = vec![0u8; row_bytes];
         let mut out = Vec::with_capacity(ids.len() * DIMENSIONS);
         for &id in ids {
-            if !read.contains_key(&id) {
+            if let std::collections::hash_map::Entry::Vacant(entry) = read.entry(id) {
                 if id as usize >= self.rows {
                     return Err(std::io::Error::other(format!(
                         "token {id} is not in the vocabulary"
@@ -94,7 +94,7 @@ impl WordTable {
                     .chunks_exact(4)
                     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .collect();
-                read.insert(id, row);
+                entry.insert(row);
             }
             out.extend_from_slice(&read[&id]);
         }
