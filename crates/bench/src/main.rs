@@ -21,6 +21,7 @@ mod http;
 mod inproc;
 mod postgres;
 mod runtime;
+mod semantic;
 mod stats;
 mod voice;
 
@@ -67,6 +68,9 @@ OPTIONS:
     --database-url URL   measure PostgreSQL on this server instead (the bench drops and
                          makes schemas cairn_bench_* there; needs psql)
     --only-postgres      only the PostgreSQL figures
+    --only-semantic      only the figures of semantic retrieval with the local model (daemon
+                         RSS after embedding 3,000 and with 100,000 memories, hybrid search
+                         over HTTP, hybrid context packs in process; semantic.rs)
     --rebuild-daemon     run `cargo build -p cairn-cli` first, even when the binary exists
     --keep               keep the data directory of the largest size (cairn.db) and print it
     --sample N           print N synthetic memories, tasks and queries, and exit
@@ -146,6 +150,7 @@ struct Options {
     /// `None`: --no-postgres.
     postgres: Option<postgres::Target>,
     only_postgres: bool,
+    only_semantic: bool,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Options>> {
@@ -163,6 +168,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
         sample: None,
         postgres: Some(postgres::Target::Started),
         only_postgres: false,
+        only_semantic: false,
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -197,6 +203,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Optio
                 options.postgres = Some(postgres::Target::Url(value("--database-url")?));
             }
             "--only-postgres" => options.only_postgres = true,
+            "--only-semantic" => options.only_semantic = true,
             "--keep" => options.keep = true,
             "--rebuild-daemon" => options.rebuild_daemon = true,
             "--sample" => options.sample = Some(number(&value("--sample")?)? as usize),
@@ -448,6 +455,13 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     if options.only_postgres {
         postgres_figures(options, &mut report, &corpus).await;
         return Ok(report);
+    }
+    if options.only_semantic || options.daemon {
+        let (binary, _) = daemon::binary(options.rebuild_daemon)?;
+        semantic::figures(&mut report, &binary, &corpus, options.quick, options.calls).await;
+        if options.only_semantic {
+            return Ok(report);
+        }
     }
     // The tokenizer loads in the background when an engine starts; load it now so it does
     // not compete with the first ingest.

@@ -24,18 +24,39 @@ pub use crate::voice::{
     f32_to_pcm16, fetch_voice_model, pcm16_to_f32, resample,
 };
 
-/// The local all-MiniLM-L6-v2 model as an [`Embedder`]: inference runs on tokio's blocking
-/// threads, never on the async workers.
+/// The local all-MiniLM-L6-v2 model as an [`Embedder`]: inference never runs on the async
+/// workers. Batches (the background worker's) run on one long-lived thread of their own, one
+/// after another, so the memory a pass needs is taken from, and given back to, one allocator
+/// arena: run on tokio's blocking threads, which come and go, each pass could leave its
+/// buffers in another thread's arena (glibc keeps up to 8 per core), and a daemon that had
+/// embedded a few thousand memories held 300 MB more than it needed. A single text (a query)
+/// runs on a blocking thread at once, never queued behind a batch; it needs little memory.
 #[derive(Clone, Debug)]
 pub struct LocalModel {
     inner: Arc<local::LocalEmbedder>,
+    batches: std::sync::mpsc::Sender<BatchJob>,
 }
+
+/// Texts to embed and where the vectors go.
+type BatchJob = (Vec<String>, tokio::sync::oneshot::Sender<Result<Vec<Vec<f32>>, String>>);
 
 impl LocalModel {
     /// Loads the model from a folder holding `model.safetensors`, `tokenizer.json` and
-    /// `config.json` (see [`model_dir`]).
+    /// `config.json` (see [`model_dir`]), and starts its batch thread (which ends when the
+    /// last clone of the model is dropped).
     pub fn load(dir: &Path) -> Result<LocalModel, String> {
-        Ok(LocalModel { inner: Arc::new(local::LocalEmbedder::load(dir)?) })
+        let inner = Arc::new(local::LocalEmbedder::load(dir)?);
+        let (batches, jobs) = std::sync::mpsc::channel::<BatchJob>();
+        let model = inner.clone();
+        std::thread::Builder::new()
+            .name("cairn-embed".to_owned())
+            .spawn(move || {
+                for (texts, answer) in jobs {
+                    let _ = answer.send(model.embed(&texts));
+                }
+            })
+            .map_err(|error| format!("cannot start the embedding thread: {error}"))?;
+        Ok(LocalModel { inner, batches })
     }
 }
 
@@ -50,10 +71,20 @@ impl Embedder for LocalModel {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let (model, texts) = (self.inner.clone(), texts.to_vec());
-        tokio::task::spawn_blocking(move || model.embed(&texts))
+        if texts.len() <= 1 {
+            let (model, texts) = (self.inner.clone(), texts.to_vec());
+            return tokio::task::spawn_blocking(move || model.embed(&texts))
+                .await
+                .map_err(|error| EmbedError(error.to_string()))?
+                .map_err(EmbedError);
+        }
+        let (answer, vectors) = tokio::sync::oneshot::channel();
+        self.batches
+            .send((texts.to_vec(), answer))
+            .map_err(|_| EmbedError("the embedding thread has stopped".to_owned()))?;
+        vectors
             .await
-            .map_err(|error| EmbedError(error.to_string()))?
+            .map_err(|_| EmbedError("the embedding thread stopped mid-batch".to_owned()))?
             .map_err(EmbedError)
     }
 }

@@ -5,12 +5,21 @@
 //! token vectors over the attention mask, and L2 normalisation. The model files come from
 //! `fetch::fetch_model` or any folder holding `model.safetensors`, `tokenizer.json` and
 //! `config.json`; nothing is fetched at run time.
+//!
+//! Memory is what this module is careful about. The word-embedding table (30,522 × 384 `f32`,
+//! 47 MB, half the weights) stays in the file: each batch reads only the rows of the tokens
+//! it holds (positioned reads, served by the page cache), and builds the same input tensor
+//! candle's own lookup would. Batches are bounded in tokens, not only in texts, so the
+//! attention scores of one pass stay a few megabytes whatever the texts' lengths.
 
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
 use candle_core::{D, DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_nn::{Embedding, LayerNorm, Module as _, VarBuilder};
+use candle_transformers::models::bert::{BertEncoder, Config};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
 /// The model's name as sentence-transformers knows it.
@@ -23,13 +32,27 @@ const DIMENSIONS: usize = 384;
 /// `max_seq_length` for this model. Longer texts are cut.
 const MAX_TOKENS: usize = 256;
 
-/// The most texts that go through the model in one forward pass. It bounds memory: the
-/// attention scores of a pass take `BATCH * 12 heads * MAX_TOKENS^2 * 4` bytes, 100 MB here.
+/// The most texts that go through the model in one forward pass.
 const BATCH: usize = 32;
+
+/// The most tokens, padding included, in one forward pass. It bounds the memory of a pass:
+/// the largest intermediate tensors are the feed-forward activations (`tokens * 1536 * 4`
+/// bytes, 6 MB here) and the attention scores (`tokens * 12 heads * width * 4`, at most 12 MB
+/// for texts of 256 tokens, under 2 MB for sentences). The texts are sorted by length first,
+/// so a batch pads little.
+const BATCH_TOKENS: usize = 1024;
+
+/// The tensor of the word-embedding table in `model.safetensors` (after an optional
+/// `bert.` prefix).
+const WORD_TABLE: &str = "embeddings.word_embeddings.weight";
 
 /// An all-MiniLM-L6-v2 sentence embedder running on the CPU.
 pub struct LocalEmbedder {
-    model: BertModel,
+    words: WordTable,
+    positions: Embedding,
+    token_types: Embedding,
+    embedding_norm: LayerNorm,
+    encoder: BertEncoder,
     tokenizer: Tokenizer,
     device: Device,
 }
@@ -41,6 +64,116 @@ impl std::fmt::Debug for LocalEmbedder {
             .field("device", &self.device)
             .finish()
     }
+}
+
+/// The word-embedding table, read from `model.safetensors` a row at a time.
+struct WordTable {
+    file: File,
+    /// Where the table's first row starts in the file.
+    start: u64,
+    rows: usize,
+}
+
+impl WordTable {
+    /// The rows of `ids`, one after another, as one `f32` buffer.
+    fn gather(&self, ids: &[u32]) -> std::io::Result<Vec<f32>> {
+        let row_bytes = DIMENSIONS * 4;
+        let mut read: HashMap<u32, Vec<f32>> = HashMap::new();
+        let mut bytes = vec![0u8; row_bytes];
+        let mut out = Vec::with_capacity(ids.len() * DIMENSIONS);
+        for &id in ids {
+            if let std::collections::hash_map::Entry::Vacant(entry) = read.entry(id) {
+                if id as usize >= self.rows {
+                    return Err(std::io::Error::other(format!(
+                        "token {id} is not in the vocabulary"
+                    )));
+                }
+                self.file
+                    .read_exact_at(&mut bytes, self.start + u64::from(id) * row_bytes as u64)?;
+                let row = bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                entry.insert(row);
+            }
+            out.extend_from_slice(&read[&id]);
+        }
+        Ok(out)
+    }
+}
+
+/// One tensor's entry in a safetensors header.
+#[derive(serde::Deserialize)]
+struct TensorEntry {
+    dtype: String,
+    shape: Vec<usize>,
+    data_offsets: (u64, u64),
+}
+
+/// Reads every `f32` tensor of `model.safetensors` but the word table into memory, and
+/// locates the word table. Each tensor is read on its own: the file is never held whole.
+fn read_weights(
+    path: &Path,
+    device: &Device,
+) -> Result<(HashMap<String, Tensor>, WordTable), String> {
+    let fail = |e: &dyn std::fmt::Display| format!("cannot load {}: {e}", path.display());
+    let file = File::open(path).map_err(|e| fail(&e))?;
+    let mut length = [0u8; 8];
+    file.read_exact_at(&mut length, 0).map_err(|e| fail(&e))?;
+    let header_length = u64::from_le_bytes(length);
+    if header_length > 100_000_000 {
+        return Err(fail(&"not a safetensors file"));
+    }
+    let mut header = vec![0u8; header_length as usize];
+    file.read_exact_at(&mut header, 8).map_err(|e| fail(&e))?;
+    let header: HashMap<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| fail(&e))?;
+    let data_start = 8 + header_length;
+    let mut tensors = HashMap::new();
+    let mut words = None;
+    for (name, entry) in header {
+        if name == "__metadata__" {
+            continue;
+        }
+        let entry: TensorEntry = serde_json::from_value(entry).map_err(|e| fail(&e))?;
+        if entry.dtype != "F32" {
+            continue;
+        }
+        let (from, to) = entry.data_offsets;
+        let expected = entry.shape.iter().product::<usize>() as u64 * 4;
+        if to < from || to - from != expected {
+            return Err(fail(&format!("tensor {name} has {} bytes for its shape", to - from)));
+        }
+        if name.ends_with(WORD_TABLE) {
+            if entry.shape != [entry.shape[0], DIMENSIONS] {
+                return Err(fail(&format!("{name} is not a table of {DIMENSIONS} columns")));
+            }
+            words = Some((
+                name.clone(),
+                WordTable {
+                    file: file.try_clone().map_err(|e| fail(&e))?,
+                    start: data_start + from,
+                    rows: entry.shape[0],
+                },
+            ));
+            continue;
+        }
+        let mut bytes = vec![0u8; (to - from) as usize];
+        file.read_exact_at(&mut bytes, data_start + from).map_err(|e| fail(&e))?;
+        let tensor = Tensor::from_raw_buffer(&bytes, DType::F32, &entry.shape, device)
+            .map_err(|e| fail(&e))?;
+        tensors.insert(name, tensor);
+    }
+    let Some((name, words)) = words else {
+        return Err(fail(&format!("it has no {WORD_TABLE}")));
+    };
+    // Only the prefix the word table has (`bert.` or none) is the model's.
+    let prefix = name.trim_end_matches(WORD_TABLE).to_owned();
+    let tensors = tensors
+        .into_iter()
+        .filter_map(|(name, tensor)| Some((name.strip_prefix(&prefix)?.to_owned(), tensor)))
+        .collect();
+    Ok((tensors, words))
 }
 
 impl LocalEmbedder {
@@ -78,13 +211,46 @@ impl LocalEmbedder {
         tokenizer.with_padding(None);
 
         let weights_path = dir.join("model.safetensors");
-        let tensors = candle_core::safetensors::load(&weights_path, &device)
-            .map_err(|e| format!("cannot load {}: {e}", weights_path.display()))?;
+        let (tensors, words) = read_weights(&weights_path, &device)?;
         let weights = VarBuilder::from_tensors(tensors, DType::F32, &device);
-        let model = BertModel::load(weights, &config)
-            .map_err(|e| format!("{} does not hold {MODEL}: {e}", weights_path.display()))?;
+        let invalid = |e: candle_core::Error| {
+            format!("{} does not hold {MODEL}: {e}", weights_path.display())
+        };
+        let embeddings = weights.pp("embeddings");
+        let positions = candle_nn::embedding(
+            config.max_position_embeddings,
+            DIMENSIONS,
+            embeddings.pp("position_embeddings"),
+        )
+        .map_err(invalid)?;
+        let token_types = candle_nn::embedding(
+            config.type_vocab_size,
+            DIMENSIONS,
+            embeddings.pp("token_type_embeddings"),
+        )
+        .map_err(invalid)?;
+        let embedding_norm =
+            candle_nn::layer_norm(DIMENSIONS, config.layer_norm_eps, embeddings.pp("LayerNorm"))
+                .map_err(invalid)?;
+        let encoder = BertEncoder::load(weights.pp("encoder"), &config).map_err(invalid)?;
+        if words.rows != config.vocab_size {
+            return Err(format!(
+                "{} has {} words; its config says {}",
+                weights_path.display(),
+                words.rows,
+                config.vocab_size
+            ));
+        }
 
-        Ok(LocalEmbedder { model, tokenizer, device })
+        Ok(LocalEmbedder {
+            words,
+            positions,
+            token_types,
+            embedding_norm,
+            encoder,
+            tokenizer,
+            device,
+        })
     }
 
     /// The model's name: `all-MiniLM-L6-v2`.
@@ -100,9 +266,9 @@ impl LocalEmbedder {
     /// Returns one unit-length vector per text, in the order of `texts`.
     ///
     /// Texts longer than 256 tokens are cut. The texts are sorted by length and run in
-    /// padded batches of up to 32, so a call with many texts wastes little work on padding.
-    /// Blocking and CPU-bound (candle uses every core): call it from a blocking thread in
-    /// async code.
+    /// padded batches of up to 32 texts and 1,024 tokens, so a call with many texts wastes
+    /// little work on padding and a pass never needs much memory. Blocking and CPU-bound
+    /// (candle uses every core): call it from a blocking thread in async code.
     pub fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -116,7 +282,7 @@ impl LocalEmbedder {
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].len());
         let mut vectors = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
+        for chunk in batches(&order, |i| encodings[i].len()) {
             let batch: Vec<&tokenizers::Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
             let embedded =
                 self.forward(&batch).map_err(|e| format!("the model failed on a batch: {e}"))?;
@@ -141,12 +307,25 @@ impl LocalEmbedder {
             type_ids[start..start + len].copy_from_slice(encoding.get_type_ids());
             mask[start..start + len].copy_from_slice(encoding.get_attention_mask());
         }
-        let ids = Tensor::from_vec(ids, (rows, width), &self.device)?;
+        let words = self.words.gather(&ids).map_err(candle_core::Error::wrap)?;
+        let words = Tensor::from_vec(words, (rows, width, DIMENSIONS), &self.device)?;
         let type_ids = Tensor::from_vec(type_ids, (rows, width), &self.device)?;
         let mask = Tensor::from_vec(mask, (rows, width), &self.device)?;
 
+        // BERT's embeddings, in the order of candle's `BertEmbeddings`: words plus token
+        // types, plus positions, normalised.
+        let embedded = (words + self.token_types.forward(&type_ids)?)?;
+        let position_ids: Vec<u32> = (0..width as u32).collect();
+        let position_ids = Tensor::new(&position_ids[..], &self.device)?;
+        let embedded = embedded.broadcast_add(&self.positions.forward(&position_ids)?)?;
+        let embedded = self.embedding_norm.forward(&embedded)?;
+        // Padding positions get the most negative score before the softmax, as in BERT.
+        let extended = mask.unsqueeze(1)?.unsqueeze(1)?.to_dtype(DType::F32)?;
+        let extended = (extended.ones_like()? - &extended)?
+            .broadcast_mul(&Tensor::new(f32::MIN, &self.device)?)?;
+
         // The hidden states are (rows, width, 384); padding positions are left out of the mean.
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
+        let hidden = self.encoder.forward(&embedded, &extended)?;
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
         let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
         let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
@@ -154,6 +333,26 @@ impl LocalEmbedder {
         let norms = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?.clamp(1e-12, f64::INFINITY)?;
         mean.broadcast_div(&norms)?.to_vec2()
     }
+}
+
+/// Cuts `order` (sorted by length, shortest first) into batches of at most [`BATCH`] texts
+/// and [`BATCH_TOKENS`] tokens with padding; a text longer than the token bound goes alone.
+fn batches(order: &[usize], length: impl Fn(usize) -> usize) -> Vec<&[usize]> {
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        // Sorted, so the batch's width is its last text's length.
+        while end < order.len()
+            && end - start < BATCH
+            && (end + 1 - start) * length(order[end]) <= BATCH_TOKENS
+        {
+            end += 1;
+        }
+        batches.push(&order[start..end]);
+        start = end;
+    }
+    batches
 }
 
 #[cfg(test)]
@@ -276,6 +475,55 @@ mod tests {
             let alone = embed_one(text);
             assert!(max_difference(batched, &alone) < 1e-5, "{text}");
         }
+    }
+
+    #[test]
+    fn batches_are_bounded_in_texts_and_tokens() {
+        let lengths = [3, 5, 5, 9, 40, 40, 40, 300];
+        let order: Vec<usize> = (0..lengths.len()).collect();
+        let cut: Vec<&[usize]> = batches(&order, |i| lengths[i]);
+        assert_eq!(cut.concat(), order, "every text once, in order");
+        for batch in &cut {
+            let width = batch.iter().map(|&i| lengths[i]).max().unwrap();
+            assert!(batch.len() == 1 || batch.len() * width <= BATCH_TOKENS, "{batch:?}");
+            assert!(batch.len() <= BATCH);
+        }
+        assert_eq!(cut.last().unwrap(), &[7], "a text over the bound goes alone");
+        let many: Vec<usize> = (0..100).collect();
+        assert!(batches(&many, |_| 4).iter().all(|batch| batch.len() == BATCH || batch.len() == 4));
+    }
+
+    #[test]
+    fn many_texts_of_mixed_lengths_equal_texts_one_by_one() {
+        // Over the token bound of one pass: split into several, sorted by length.
+        let texts: Vec<String> = (0..40)
+            .map(|i| {
+                let words: Vec<String> =
+                    (0..(i * 7) % 60 + 1).map(|w| format!("w{}", w % 13)).collect();
+                format!("memory {i}: {}", words.join(" "))
+            })
+            .collect();
+        let batch = embedder().embed(&texts).unwrap();
+        assert_eq!(batch.len(), texts.len());
+        for (text, batched) in texts.iter().zip(&batch).step_by(7) {
+            assert!(max_difference(batched, &embed_one(text)) < 1e-5, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_weights_file_without_the_word_table_is_a_clear_error() {
+        let directory = tempfile::tempdir().unwrap();
+        let source = crate::fetch::fetch_model(&crate::test_cache()).unwrap();
+        for file in ["config.json", "tokenizer.json"] {
+            std::fs::copy(source.join(file), directory.path().join(file)).unwrap();
+        }
+        std::fs::write(directory.path().join("model.safetensors"), b"\x02\0\0\0\0\0\0\0{}")
+            .unwrap();
+        let err = LocalEmbedder::load(directory.path()).unwrap_err();
+        assert!(err.contains("has no embeddings.word_embeddings.weight"), "{err}");
+        std::fs::write(directory.path().join("model.safetensors"), b"junk").unwrap();
+        let err = LocalEmbedder::load(directory.path()).unwrap_err();
+        assert!(err.starts_with("cannot load ") && err.contains("model.safetensors"), "{err}");
     }
 
     #[test]

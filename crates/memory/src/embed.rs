@@ -67,7 +67,9 @@ impl VectorFilter {
 }
 
 /// Nearest-neighbour search over unit vectors by dot product (cosine similarity). Behind a
-/// trait so an approximate index can replace the exact one.
+/// trait so another index can replace the flat one. Its similarities may be approximate
+/// (within about 0.002 for [`FlatIndex`]'s int8 rows): callers that need exact ones score
+/// the candidates again from the stored vectors.
 pub trait VectorIndex: Send + Sync {
     fn upsert(&mut self, id: &str, vector: &[f32], labels: VectorLabels);
     /// Replaces a vector's labels; nothing happens when the index lacks it.
@@ -85,12 +87,20 @@ pub trait VectorIndex: Send + Sync {
     }
 }
 
-/// Exact search over one contiguous `f32` matrix: a brute-force dot product per admitted row.
+/// Brute-force search over one contiguous matrix of int8 rows: a vector is kept as 384 signed
+/// bytes and one scale (its largest component over 127), a quarter of its `f32` size (38 MB
+/// instead of 150 MB at 100,000 vectors), and a search reads a quarter of the bytes. The
+/// query is quantised the same way and each admitted row scored by an integer dot product;
+/// the similarities are within about 0.002 of the exact ones (see
+/// `int8_similarities_stay_close_to_exact_ones`), so callers rank a wider shortlist exactly.
 #[derive(Debug)]
 pub struct FlatIndex {
     dimensions: usize,
     ids: Vec<String>,
-    rows: Vec<f32>,
+    /// `dimensions` quantised components per row.
+    rows: Vec<i8>,
+    /// One per row: the factor that turns a row's bytes back into its vector.
+    scales: Vec<f32>,
     /// One per row, in row order.
     labels: Vec<RowLabels>,
     positions: HashMap<String, usize>,
@@ -116,6 +126,7 @@ impl FlatIndex {
             dimensions,
             ids: Vec::new(),
             rows: Vec::new(),
+            scales: Vec::new(),
             labels: Vec::new(),
             positions: HashMap::new(),
             repos: Vec::new(),
@@ -144,16 +155,19 @@ impl VectorIndex for FlatIndex {
     fn upsert(&mut self, id: &str, vector: &[f32], labels: VectorLabels) {
         assert_eq!(vector.len(), self.dimensions, "vectors of one index share their dimensions");
         let labels = self.row_labels(labels);
+        let (bytes, scale) = quantize(vector);
         match self.positions.get(id) {
             Some(&position) => {
                 self.rows[position * self.dimensions..(position + 1) * self.dimensions]
-                    .copy_from_slice(vector);
+                    .copy_from_slice(&bytes);
+                self.scales[position] = scale;
                 self.labels[position] = labels;
             }
             None => {
                 self.positions.insert(id.to_owned(), self.ids.len());
                 self.ids.push(id.to_owned());
-                self.rows.extend_from_slice(vector);
+                self.rows.extend_from_slice(&bytes);
+                self.scales.push(scale);
                 self.labels.push(labels);
             }
         }
@@ -183,10 +197,12 @@ impl VectorIndex for FlatIndex {
             self.rows
                 .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
             self.ids.swap(position, last);
+            self.scales.swap(position, last);
             self.labels.swap(position, last);
             self.positions.insert(moved, position);
         }
         self.ids.pop();
+        self.scales.pop();
         self.labels.pop();
         self.rows.truncate(last * self.dimensions);
     }
@@ -202,11 +218,12 @@ impl VectorIndex for FlatIndex {
                 && filter.status.is_none_or(|status| status == row.status)
                 && repo.is_none_or(|wanted| row.repo == NO_REPO || Some(row.repo) == wanted)
         };
+        let (query, query_scale) = quantize(query);
         let mut scored: Vec<(usize, f32)> = Vec::with_capacity(self.ids.len());
-        let rows = self.rows.chunks_exact(self.dimensions).zip(&self.labels);
-        for (position, (row, labels)) in rows.enumerate() {
+        let rows = self.rows.chunks_exact(self.dimensions).zip(&self.labels).zip(&self.scales);
+        for (position, ((row, labels), scale)) in rows.enumerate() {
             if admits(labels) {
-                scored.push((position, dot(row, query)));
+                scored.push((position, dot_i8(row, &query) as f32 * scale * query_scale));
             }
         }
         let k = k.min(scored.len());
@@ -223,7 +240,9 @@ impl VectorIndex for FlatIndex {
             return None;
         }
         let position = *self.positions.get(id)?;
-        Some(dot(&self.rows[position * self.dimensions..(position + 1) * self.dimensions], query))
+        let (query, query_scale) = quantize(query);
+        let row = &self.rows[position * self.dimensions..(position + 1) * self.dimensions];
+        Some(dot_i8(row, &query) as f32 * self.scales[position] * query_scale)
     }
 
     fn len(&self) -> usize {
@@ -278,9 +297,43 @@ impl Embedder for HashingEmbedder {
     }
 }
 
+/// A vector as signed bytes and the scale that turns them back: each component divided by
+/// the largest magnitude over 127, rounded to the nearest integer (so each is off by at most
+/// half the scale). A zero vector has scale 0.
+fn quantize(vector: &[f32]) -> (Vec<i8>, f32) {
+    let largest = vector.iter().fold(0f32, |largest, value| largest.max(value.abs()));
+    if largest == 0.0 || !largest.is_finite() {
+        return (vec![0; vector.len()], 0.0);
+    }
+    let scale = largest / 127.0;
+    let bytes =
+        vector.iter().map(|value| (value / scale).round().clamp(-127.0, 127.0) as i8).collect();
+    (bytes, scale)
+}
+
+/// The integer dot product of two byte vectors, in sixteen independent lanes so the compiler
+/// vectorises it (about three times faster than the `f32` one over the same rows, and it
+/// reads a quarter of the bytes).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    let mut lanes = [0i32; 16];
+    let (a_chunks, b_chunks) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: i32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for lane in 0..16 {
+            lanes[lane] += i32::from(x[lane]) * i32::from(y[lane]);
+        }
+    }
+    lanes.iter().sum::<i32>() + tail
+}
+
 /// The dot product, in eight independent lanes so the compiler can vectorise it (a single
 /// running sum is a dependency chain it must keep in order).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
@@ -351,7 +404,9 @@ mod tests {
         assert_eq!(index.labels("m1"), Some(labels(None, Scope::User)));
         let query = embedder.embed_one("deploy the shop");
         let similarity = index.similarity(&query, "m3").unwrap();
-        assert!((similarity - 1.0).abs() < 1e-5, "the same text: {similarity}");
+        // Int8 rows: close to, not exactly, 1 (hashed vectors are sparse, so a little further
+        // off than a sentence model's dense ones).
+        assert!((similarity - 1.0).abs() < 5e-3, "the same text: {similarity}");
         assert!(index.similarity(&query, "m2").unwrap() < similarity);
         assert_eq!(index.similarity(&query, "m0"), None, "removed");
     }
@@ -385,6 +440,43 @@ mod tests {
         index.relabel("own", labels(Some("elsewhere"), Scope::Repo));
         assert!(index.search(&query, 3, &in_cairn).iter().all(|(id, _)| id != "own"));
         assert_eq!(index.search(&query, 5, &VectorFilter::default()).len(), 5);
+    }
+
+    #[test]
+    fn int8_similarities_stay_close_to_exact_ones() {
+        // Dense unit vectors like a sentence model's: every component carries some weight.
+        let mut state = 7u64;
+        let mut unit = || {
+            let mut vector: Vec<f32> = (0..384)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state % 20_001) as f32 / 10_000.0 - 1.0
+                })
+                .collect();
+            normalize(&mut vector);
+            vector
+        };
+        let vectors: Vec<Vec<f32>> = (0..300).map(|_| unit()).collect();
+        let mut index = FlatIndex::new(384);
+        for (i, vector) in vectors.iter().enumerate() {
+            index.upsert(&format!("m{i}"), vector, labels(None, Scope::User));
+        }
+        let mut worst = 0f32;
+        for _ in 0..20 {
+            let query = unit();
+            for (i, vector) in vectors.iter().enumerate() {
+                let approximate = index.similarity(&query, &format!("m{i}")).unwrap();
+                worst = worst.max((approximate - dot(vector, &query)).abs());
+            }
+            let hits = index.search(&query, 5, &VectorFilter::default());
+            assert!(hits.windows(2).all(|pair| pair[0].1 >= pair[1].1), "best first");
+        }
+        assert!(worst < 2e-3, "largest error {worst}");
+        let (bytes, scale) = quantize(&[0.0; 4]);
+        assert_eq!((bytes, scale), (vec![0; 4], 0.0), "a zero vector stays zero");
+        assert_eq!(dot_i8(&[127; 37], &[-128; 37]), 127 * -128 * 37, "no overflow, tail counted");
     }
 
     #[test]

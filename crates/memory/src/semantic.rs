@@ -29,8 +29,14 @@ const LEXICAL_WEIGHT: f64 = 0.5;
 const BATCH: u32 = 32;
 /// How long the worker sleeps when nothing waits, unless woken by a write.
 const IDLE: Duration = Duration::from_secs(5);
-/// How many memories the start reads at once for the labels of the stored vectors.
-const LABEL_CHUNK: usize = 1_000;
+/// How many stored vectors the start reads at once, with their memories' labels.
+const LOAD_PAGE: u32 = 1_000;
+/// The index's similarities are approximate (int8 rows, within about 0.002 of the exact
+/// ones): a search for `k` takes the `2k + 16` best by them and ranks those by the exact
+/// similarity of their stored `f32` vectors, so what it returns is what an exact scan would.
+fn shortlist(k: usize) -> usize {
+    k.saturating_mul(2).saturating_add(16)
+}
 /// While another daemon sharing the store embeds: how often this one asks for the embedder
 /// lock again (so it takes over within seconds when that daemon stops).
 const LOCK_RETRY: Duration = Duration::from_secs(5);
@@ -49,6 +55,8 @@ const LOCK_RETRY: Duration = Duration::from_secs(5);
 /// index loaded at start is built aside and swapped in.
 pub(crate) struct Semantic {
     embedder: Arc<dyn Embedder>,
+    /// Where the exact vectors are read for the final ranking.
+    store: Arc<dyn Store>,
     index: Arc<RwLock<Box<dyn VectorIndex>>>,
     pending: AtomicU64,
     loaded: AtomicBool,
@@ -61,6 +69,7 @@ impl Semantic {
         let index: Box<dyn VectorIndex> = Box::new(FlatIndex::new(embedder.dimensions()));
         let semantic = Arc::new(Semantic {
             embedder,
+            store: store.clone(),
             index: Arc::new(RwLock::new(index)),
             pending: AtomicU64::new(0),
             loaded: AtomicBool::new(false),
@@ -157,7 +166,9 @@ impl Semantic {
         Ok(vectors.pop().unwrap_or_default().into())
     }
 
-    /// The `k` vectors nearest to `query` that `filter` admits, most similar first.
+    /// The `k` vectors nearest to `query` that `filter` admits, most similar first, with
+    /// their exact similarity: the index's approximate scan picks a shortlist, which is
+    /// ranked by the stored vectors.
     async fn search(
         &self,
         query: Arc<[f32]>,
@@ -165,18 +176,57 @@ impl Semantic {
         filter: VectorFilter,
     ) -> Result<Vec<(String, f32)>> {
         let index = self.index.clone();
-        let scan = move || index.read().expect("index lock").search(&query, k, &filter);
-        tokio::task::spawn_blocking(scan)
+        let scan = {
+            let query = query.clone();
+            move || index.read().expect("index lock").search(&query, shortlist(k), &filter)
+        };
+        let approximate = tokio::task::spawn_blocking(scan)
             .await
-            .map_err(|error| Error::Embedding(format!("the vector scan failed: {error}")))
+            .map_err(|error| Error::Embedding(format!("the vector scan failed: {error}")))?;
+        let ids: Vec<String> = approximate.iter().map(|(id, _)| id.clone()).collect();
+        let exact = self.exact_similarities(&query, &ids).await?;
+        let mut ranked: Vec<(String, f32)> = approximate
+            .into_iter()
+            .map(|(id, approximate)| {
+                let similarity = exact.get(&id).copied().unwrap_or(approximate);
+                (id, similarity)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        ranked.truncate(k);
+        Ok(ranked)
     }
 
-    /// The similarity of each of `ids`' vectors to `query` (`None` for one not embedded yet).
+    /// The exact similarity to `query` of those of `ids` whose current vector is stored.
+    /// One whose memory changed since it was embedded has none (until the worker embeds it
+    /// again); the index's approximate one stands in for it.
+    async fn exact_similarities(
+        &self,
+        query: &[f32],
+        ids: &[String],
+    ) -> Result<HashMap<String, f32>> {
+        let model = self.embedder.model();
+        let vectors = self.store.load_embeddings_of(model, ids).await?;
+        Ok(vectors
+            .into_iter()
+            .filter(|(_, vector)| vector.len() == query.len())
+            .map(|(id, vector)| {
+                let similarity = crate::embed::dot(&vector, query);
+                (id, similarity)
+            })
+            .collect())
+    }
+
+    /// The similarity of each of `ids`' vectors to `query` (`None` for one not embedded yet):
+    /// exact from the stored vectors, the index's approximate one where none is stored.
     async fn similarities(&self, query: Arc<[f32]>, ids: Vec<String>) -> Result<Vec<Option<f32>>> {
+        let exact = self.exact_similarities(&query, &ids).await?;
         let index = self.index.clone();
         let read = move || {
             let index = index.read().expect("index lock");
-            ids.iter().map(|id| index.similarity(&query, id)).collect()
+            ids.iter()
+                .map(|id| exact.get(id).copied().or_else(|| index.similarity(&query, id)))
+                .collect()
         };
         tokio::task::spawn_blocking(read)
             .await
@@ -329,36 +379,42 @@ async fn refresh(
     .map_err(|error| Error::Embedding(format!("updating the vector index failed: {error}")))
 }
 
-/// Loads the stored vectors with their memories' labels into a new index, built on a
-/// blocking thread while searches go on with the old one, then swapped in.
+/// Loads the stored vectors with their memories' labels into a new index, built aside a
+/// page at a time while searches go on with the old one, then swapped in. Never more than a
+/// page of `f32` vectors is held: at 100,000 memories all of them would be 150 MB, which the
+/// allocator would keep after the start.
 async fn load(semantic: &std::sync::Weak<Semantic>, store: &dyn Store, model: &str) -> Result<()> {
-    let vectors = store.load_embeddings(model).await?;
-    let ids: Vec<String> = vectors.iter().map(|(id, _)| id.clone()).collect();
-    let mut labels: HashMap<String, VectorLabels> = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(LABEL_CHUNK) {
-        for memory in store.get_memories(chunk).await? {
-            if memory.archived_at.is_none() {
-                labels.insert(memory.id.clone(), VectorLabels::of(&memory));
-            }
-        }
-    }
-    let Some(semantic) = semantic.upgrade() else { return Ok(()) };
-    let (index, dimensions) = (semantic.index.clone(), semantic.embedder.dimensions());
-    let loaded = tokio::task::spawn_blocking(move || {
-        let mut built = FlatIndex::new(dimensions);
-        for (id, vector) in vectors {
+    let Some(dimensions) = semantic.upgrade().map(|semantic| semantic.embedder.dimensions()) else {
+        return Ok(());
+    };
+    let mut built = FlatIndex::new(dimensions);
+    let mut after = 0;
+    loop {
+        let page = store.embeddings_page(model, after, LOAD_PAGE).await?;
+        let Some(last) = page.last().map(|(position, _, _)| *position) else { break };
+        after = last;
+        let ids: Vec<String> = page.iter().map(|(_, id, _)| id.clone()).collect();
+        let mut labels: HashMap<String, VectorLabels> = store
+            .get_memories(&ids)
+            .await?
+            .into_iter()
+            .filter(|memory| memory.archived_at.is_none())
+            .map(|memory| (memory.id.clone(), VectorLabels::of(&memory)))
+            .collect();
+        for (_, id, vector) in page {
             if let Some(labels) = labels.remove(&id)
                 && vector.len() == dimensions
             {
                 built.upsert(&id, &vector, labels);
             }
         }
-        let loaded = built.len();
-        *index.write().expect("index lock") = Box::new(built);
-        loaded
-    })
-    .await
-    .map_err(|error| Error::Embedding(format!("building the vector index failed: {error}")))?;
+    }
+    let Some(semantic) = semantic.upgrade() else { return Ok(()) };
+    let loaded = built.len();
+    let index = semantic.index.clone();
+    tokio::task::spawn_blocking(move || *index.write().expect("index lock") = Box::new(built))
+        .await
+        .map_err(|error| Error::Embedding(format!("building the vector index failed: {error}")))?;
     tracing::info!(model = %model, vectors = loaded, "semantic index loaded");
     Ok(())
 }
@@ -727,6 +783,49 @@ mod tests {
         reader.external_change(&ExternalChange::Memories { ids });
         assert!(eventually(|| !known(&first)).await, "the erased memory's vector is dropped");
         assert!(known(&second), "the one still stored stays");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_int8_scan_re_scored_finds_what_an_exact_scan_finds() {
+        use cairn_store::VectorStore as _;
+
+        let directory = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db")).unwrap(),
+        );
+        let engine =
+            crate::Engine::new(store.clone()).with_embedder(Arc::new(HashingEmbedder::new(384)));
+        // Near neighbours on purpose: many memories share most of their words.
+        let words = ["deploy", "shop", "cluster", "staging", "nightly", "cache", "build", "tests"];
+        let inputs = (0..400)
+            .map(|i: usize| {
+                let text: Vec<&str> =
+                    (0..5).map(|j| words[(i * 7 + j * (i % 5 + 1)) % words.len()]).collect();
+                new_memory(&format!("{} {i}", text.join(" ")), None)
+            })
+            .collect();
+        engine.create_memories(inputs, "tester").await.unwrap();
+        engine.embeddings_settled().await.unwrap();
+        let semantic = engine.semantic.clone().unwrap();
+        let stored = store.load_embeddings("hashing").await.unwrap();
+        for text in ["deploy the shop nightly", "staging cluster cache", "build tests"] {
+            let query = HashingEmbedder::new(384).embed_one(text);
+            let mut exact: Vec<(String, f32)> = stored
+                .iter()
+                .map(|(id, vector)| (id.clone(), crate::embed::dot(vector, &query)))
+                .collect();
+            exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let filter = MemoryFilter::default();
+            let (found, _) =
+                nearest(&semantic, store.as_ref(), text, &filter, None, 10).await.unwrap();
+            let found: Vec<(String, f32)> =
+                found.into_iter().map(|hit| (hit.memory.id, hit.relevance as f32)).collect();
+            for ((id, similarity), (exact_id, exact_similarity)) in found.iter().zip(&exact) {
+                assert_eq!(similarity, exact_similarity, "{text}: exact similarities");
+                assert!(id == exact_id || similarity == exact_similarity, "{text}: exact order");
+            }
+            assert_eq!(found.len(), 10);
+        }
     }
 
     #[test]

@@ -151,6 +151,29 @@ impl VectorStore for PgStore {
         .await
     }
 
+    async fn embeddings_page(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, String, Vec<f32>)>> {
+        self.read(model.to_owned(), move |_, client, model| {
+            Box::pin(async move {
+                let rows = query(
+                    client,
+                    "SELECT m.pk, m.id, e.vector FROM embeddings e \
+                     JOIN memories m ON m.pk = e.memory_pk \
+                     WHERE e.model = $1 AND e.memory_pk > $2 AND e.version = m.updated_at \
+                     AND m.archived_at IS NULL ORDER BY e.memory_pk LIMIT $3",
+                    &[model, &after, &i64::from(limit)],
+                )
+                .await?;
+                Ok(rows.iter().map(|row| (row.get(0), row.get(1), from_blob(row.get(2)))).collect())
+            })
+        })
+        .await
+    }
+
     async fn load_embeddings_of(
         &self,
         model: &str,

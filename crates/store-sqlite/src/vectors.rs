@@ -108,4 +108,59 @@ impl VectorStore for SqliteStore {
         })
         .await
     }
+
+    async fn embeddings_page(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, String, Vec<f32>)>> {
+        let model = model.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT e.memory_rowid, m.id, e.vector FROM embeddings e JOIN memories m ON m.rowid = e.memory_rowid \
+                     WHERE e.model = ?1 AND e.memory_rowid > ?2 AND e.version = m.updated_at AND m.archived_at IS NULL \
+                     ORDER BY e.memory_rowid LIMIT ?3",
+                )
+                .map_err(sql)?;
+            let rows = statement
+                .query_map(params![model, after, limit], |row| {
+                    Ok((row.get(0)?, row.get::<_, String>(1)?, from_blob(&row.get::<_, Vec<u8>>(2)?)))
+                })
+                .map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn load_embeddings_of(
+        &self,
+        model: &str,
+        ids: &[String],
+    ) -> Result<Vec<(String, Vec<f32>)>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (model, ids) = (model.to_owned(), ids.to_vec());
+        self.read(move |connection| {
+            // One lookup by the memories' id index per id.
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT e.vector FROM memories m JOIN embeddings e ON e.memory_rowid = m.rowid AND e.model = ?1 \
+                     WHERE m.id = ?2 AND e.version = m.updated_at AND m.archived_at IS NULL",
+                )
+                .map_err(sql)?;
+            let mut vectors = Vec::with_capacity(ids.len());
+            for id in ids {
+                let mut rows = statement.query(params![model, id]).map_err(sql)?;
+                if let Some(row) = rows.next().map_err(sql)? {
+                    let vector = from_blob(&row.get::<_, Vec<u8>>(0).map_err(sql)?);
+                    vectors.push((id, vector));
+                }
+            }
+            Ok(vectors)
+        })
+        .await
+    }
 }

@@ -906,11 +906,30 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
         store.load_embeddings("m1").await.unwrap(),
         vec![(first.id.clone(), vec![1.0, 0.0])]
     );
+    store.store_embeddings("m1", &[(pending[1].clone(), vec![0.5, 0.5])]).await.unwrap();
+    let page = store.embeddings_page("m1", 0, 1).await.unwrap();
+    assert_eq!(page.len(), 1, "a page holds at most its limit");
+    assert_eq!((page[0].1.as_str(), page[0].2.as_slice()), (first.id.as_str(), &[1.0, 0.0][..]));
+    let next = store.embeddings_page("m1", page[0].0, 10).await.unwrap();
+    assert_eq!(
+        next.iter().map(|(_, id, vector)| (id.as_str(), vector.clone())).collect::<Vec<_>>(),
+        [(second.id.as_str(), vec![0.5, 0.5])],
+        "the next page starts after the last position"
+    );
+    assert!(store.embeddings_page("m1", next[0].0, 10).await.unwrap().is_empty());
+    assert!(store.embeddings_page("m2", 0, 10).await.unwrap().is_empty(), "models are apart");
+    let wanted = [second.id.clone(), "no-such-memory".to_owned()];
+    assert_eq!(
+        store.load_embeddings_of("m1", &wanted).await.unwrap(),
+        vec![(second.id.clone(), vec![0.5, 0.5])],
+        "only the vectors asked for"
+    );
 
     let change = MemoryChange { content: Some("first, changed".to_owned()), ..Default::default() };
     store.update_memory(&first.id, &change, Timestamp::from_millis(9), &TEST_AUDIT).await.unwrap();
-    assert!(
-        store.load_embeddings("m1").await.unwrap().is_empty(),
+    assert_eq!(
+        store.load_embeddings("m1").await.unwrap(),
+        vec![(second.id.clone(), vec![0.5, 0.5])],
         "a changed memory's vector is stale"
     );
     let stale = PendingEmbedding {
@@ -920,8 +939,9 @@ async fn vectors_follow_their_memories_versions(store: Arc<dyn Store>) {
         version: first.updated_at,
     };
     store.store_embeddings("m1", &[(stale, vec![0.0, 1.0])]).await.unwrap();
-    assert!(
-        store.load_embeddings("m1").await.unwrap().is_empty(),
+    assert_eq!(
+        store.load_embeddings("m1").await.unwrap().len(),
+        1,
         "a vector of an old version is dropped"
     );
     let pending = store.pending_embeddings("m1", 0, 10).await.unwrap();
