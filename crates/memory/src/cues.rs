@@ -51,16 +51,26 @@ pub(crate) fn reweigh(query: &str, mut candidates: Vec<TextMatch>) -> Vec<TextMa
                     && query_words.contains(&word)
             })
         });
-        let held = if terms.is_empty() {
-            0.0
-        } else {
-            let words: Vec<String> = text::words(content).collect();
-            terms.iter().filter(|term| words.contains(term)).count() as f64 / terms.len() as f64
-        };
+        let held = if terms.is_empty() { 0.0 } else { held(content, &terms) };
         hit.relevance += scale * (if named { SPEAKER } else { 0.0 } + COVERAGE * held);
     }
     candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     candidates
+}
+
+/// The share of `terms` (distinct, lower case, at most 32) that `content` holds as words,
+/// without an allocation per word: the words are folded into one buffer in turn.
+fn held(content: &str, terms: &[String]) -> f64 {
+    let mut found = vec![false; terms.len()];
+    let mut word = String::new();
+    for raw in content.split(|c: char| !c.is_alphanumeric()).filter(|raw| !raw.is_empty()) {
+        word.clear();
+        word.extend(raw.chars().flat_map(char::to_lowercase));
+        if let Some(index) = terms.iter().position(|term| *term == word) {
+            found[index] = true;
+        }
+    }
+    found.iter().filter(|held| **held).count() as f64 / terms.len() as f64
 }
 
 /// Who speaks in a memory written as `Speaker: text`: one to three capitalised words before
