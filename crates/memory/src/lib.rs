@@ -7,6 +7,7 @@
 mod connectors;
 mod consolidate;
 mod context;
+mod cues;
 mod dream;
 pub mod embed;
 mod guard;
@@ -503,7 +504,7 @@ impl Engine {
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let found = self.matches(text, filter, repo, limit, mode).await?;
+        let found = cues::reweigh(text, self.matches(text, filter, repo, limit, mode).await?);
         neighbours::propagate(self.store.as_ref(), found, filter).await
     }
 

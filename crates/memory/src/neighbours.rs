@@ -22,6 +22,10 @@ const SEEDS: usize = 10;
 /// The share of a match's relevance its neighbours get: 0.2 keeps MRR highest, 0.5 trades
 /// too much of it for recall; 0.35 between them.
 const SHARE: f64 = 0.35;
+/// What a memory that asks (its text ends with a question mark) keeps of its own relevance:
+/// the question is rarely the answer, which is usually the next memory, and the question
+/// passes its whole share on to it. 0.3 measured best of 0.15, 0.3 and 0.5 off.
+const ASKING_KEEPS: f64 = 0.7;
 /// Neighbours further apart in time than this are not one thread.
 const SAME_THREAD_MILLIS: i64 = 60 * 60 * 1000;
 
@@ -72,6 +76,9 @@ pub(crate) async fn propagate(
     }
     ranked.extend(joining.into_iter().map(|memory| TextMatch { memory, relevance: 0.0 }));
     for hit in &mut ranked {
+        if crate::cues::asks(&hit.memory.content) {
+            hit.relevance *= ASKING_KEEPS;
+        }
         hit.relevance += bonus.get(&hit.memory.id).copied().unwrap_or(0.0);
     }
     ranked.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
@@ -154,6 +161,36 @@ mod tests {
             contents(&engine, "makefiles").await,
             ["Tabs in makefiles, always."],
             "a match whose neighbours are of another source passes on nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_answer_ranks_above_the_question_it_answers() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        let engine = Engine::new(Arc::new(store.unwrap()));
+        let chat = Some("chat");
+        let memories = vec![
+            memory("Caroline: How long was the Boston marathon?", chat, Scope::User),
+            memory("Melanie: The Boston marathon took me four hours.", chat, Scope::User),
+            memory("Caroline: Wow, well done!", chat, Scope::User),
+            memory(
+                "Melanie: Training for the next marathon starts in the spring, a long plan.",
+                Some("notes"),
+                Scope::User,
+            ),
+        ];
+        engine.create_memories(memories, "tester").await.unwrap();
+
+        let found = contents(&engine, "How long was the Boston marathon?").await;
+        assert_eq!(
+            found[..2],
+            [
+                "Melanie: The Boston marathon took me four hours.",
+                "Caroline: How long was the Boston marathon?",
+            ],
+            "a memory that asks matches the question best but holds no answer: the one after \
+             it, which tells, comes first"
         );
     }
 }

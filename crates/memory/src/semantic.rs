@@ -1,14 +1,15 @@
 //! Semantic retrieval: a background worker that embeds memories (never on the write path),
 //! the in-memory index it fills, and the fusion of semantic and full-text rankings.
 //!
-//! Fusion is a convex combination of normalised scores (Bruch et al., "An Analysis of
-//! Fusion Functions for Hybrid Retrieval", TOIS 2023): half the BM25 score relative to the
-//! best one, half the cosine similarity spread over the candidates' range. Every candidate
-//! has both scores: one only full text found has its similarity read from the index. Unlike
-//! rank fusion, a near tie on one side stays a near tie, and a clear winner on one side stays
-//! clear. On the LoCoMo development set it lifts hybrid recall_any@5 from 0.621 (weighted
-//! reciprocal rank fusion, K = 20, semantic weight 0.5) to 0.657 and MRR@10 from 0.460 to
-//! 0.501; see `docs/retrieval.md`.
+//! Fusion is a convex combination of standardised scores (Bruch et al., "An Analysis of
+//! Fusion Functions for Hybrid Retrieval", TOIS 2023): half the BM25 score's z-score, half
+//! the cosine similarity's, each over its side's candidates. Every candidate has both
+//! scores: one only full text found has its similarity read from the index. Unlike rank
+//! fusion, a near tie on one side stays a near tie, and a clear winner on one side stays
+//! clear. On the LoCoMo development set convex fusion lifted hybrid recall_any@5 from 0.621
+//! (weighted reciprocal rank fusion, K = 20, semantic weight 0.5) to 0.657 and MRR@10 from
+//! 0.460 to 0.501, and z-scores rather than min–max spreads added a little more; see
+//! `docs/retrieval.md`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -587,41 +588,68 @@ pub(crate) async fn hybrid(
     combine(fulltext, meaning, &similarity, LEXICAL_WEIGHT)
 }
 
-/// Convex combination of normalised scores (Bruch et al., "An Analysis of Fusion Functions
-/// for Hybrid Retrieval", TOIS 2023): `weight · bm25 / best_bm25 + (1 − weight) · (cos −
-/// worst_cos) / (best_cos − worst_cos)`, over the union of both candidate lists. A memory
-/// with no full-text match scores 0 on that side; one with no vector yet the worst
-/// similarity.
+/// Convex combination of standardised scores (Bruch et al., "An Analysis of Fusion
+/// Functions for Hybrid Retrieval", TOIS 2023): `weight · z(bm25) + (1 − weight) · z(cos)`,
+/// over the union of both candidate lists, where `z(x) = (x − mean) / std` over that side's
+/// own candidates. A memory one side did not find gets that side's lowest standardised
+/// score (no full-text match; no vector yet). Standardising rather than spreading min–max
+/// keeps one outlier from squeezing the rest together: a BM25 best far above the others
+/// stays far above, and close similarities stay close instead of being stretched over the
+/// whole range.
 pub(crate) fn combine(
     fulltext: Vec<TextMatch>,
     semantic: Vec<TextMatch>,
     similarity: &HashMap<String, f64>,
     weight: f64,
 ) -> Vec<TextMatch> {
-    let best_words = fulltext.iter().map(|hit| hit.relevance).fold(0.0, f64::max);
-    let best = similarity.values().copied().fold(f64::MIN, f64::max);
-    let worst = similarity.values().copied().fold(f64::MAX, f64::min);
-    let meaning = |id: &str| {
-        similarity
-            .get(id)
-            .map_or(0.0, |&cos| if best > worst { (cos - worst) / (best - worst) } else { 1.0 })
-    };
-    let words = |relevance: f64| if best_words > 0.0 { relevance / best_words } else { 0.0 };
+    let words: HashMap<String, f64> =
+        fulltext.iter().map(|hit| (hit.memory.id.clone(), hit.relevance)).collect();
+    let words_scale = Standard::of(words.values().copied());
+    let meaning_scale = Standard::of(similarity.values().copied());
     let mut fused: Vec<TextMatch> = Vec::with_capacity(fulltext.len() + semantic.len());
     let mut seen: HashSet<String> = HashSet::new();
-    for hit in fulltext {
-        seen.insert(hit.memory.id.clone());
-        let relevance = weight * words(hit.relevance) + (1.0 - weight) * meaning(&hit.memory.id);
-        fused.push(TextMatch { memory: hit.memory, relevance });
-    }
-    for hit in semantic {
-        if seen.insert(hit.memory.id.clone()) {
-            let relevance = (1.0 - weight) * meaning(&hit.memory.id);
-            fused.push(TextMatch { memory: hit.memory, relevance });
+    for hit in fulltext.into_iter().chain(semantic) {
+        if !seen.insert(hit.memory.id.clone()) {
+            continue;
         }
+        let id = hit.memory.id.as_str();
+        let relevance = weight * words_scale.z(words.get(id).copied())
+            + (1.0 - weight) * meaning_scale.z(similarity.get(id).copied());
+        fused.push(TextMatch { memory: hit.memory, relevance });
     }
     fused.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     fused
+}
+
+/// One side's scores standardised: mean and standard deviation over its candidates.
+struct Standard {
+    mean: f64,
+    deviation: f64,
+    lowest: f64,
+    empty: bool,
+}
+
+impl Standard {
+    fn of(scores: impl Iterator<Item = f64>) -> Standard {
+        let scores: Vec<f64> = scores.collect();
+        let n = scores.len().max(1) as f64;
+        let mean = scores.iter().sum::<f64>() / n;
+        let variance = scores.iter().map(|score| (score - mean).powi(2)).sum::<f64>() / n;
+        let lowest = scores.iter().copied().fold(mean, f64::min);
+        Standard { mean, deviation: variance.sqrt(), lowest, empty: scores.is_empty() }
+    }
+
+    /// The standardised score; a missing one is the lowest. When every score is the same
+    /// (one candidate, say) a score is 0 and a missing one a standard unit below: a match
+    /// still beats no match.
+    fn z(&self, score: Option<f64>) -> f64 {
+        match score {
+            _ if self.empty => 0.0,
+            Some(_) if self.deviation <= f64::EPSILON => 0.0,
+            None if self.deviation <= f64::EPSILON => -1.0,
+            score => (score.unwrap_or(self.lowest) - self.mean) / self.deviation,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -849,19 +877,32 @@ mod tests {
         let name = |pairs: Vec<(String, f64)>| -> Vec<String> {
             pairs.into_iter().map(|(name, _)| name).collect()
         };
-        // BM25 8 and 4; cosines 0.6 (best), 0.5, 0.4 (worst); "a"'s similarity read from
-        // the index.
+        // BM25 8 and 4 (z 1 and −1; "c" has none: the lowest, −1); cosines 0.6, 0.5, 0.4
+        // (z 1.22, 0, −1.22), "a"'s read from the index.
         let fused = order(&[("a", 8.0), ("b", 4.0)], &[("c", 0.6), ("b", 0.5)], &[("a", 0.4)]);
-        assert_eq!(fused, [("a".to_owned(), 0.5), ("b".to_owned(), 0.5), ("c".to_owned(), 0.5)]);
+        assert_eq!(
+            fused,
+            [("c".to_owned(), 0.112), ("a".to_owned(), -0.112), ("b".to_owned(), -0.5)],
+            "half of each side's standardised score"
+        );
         assert_eq!(
             name(order(&[("a", 8.0), ("b", 7.0)], &[("b", 0.7), ("c", 0.6)], &[("a", 0.3)])),
             ["b", "a", "c"],
             "a near tie in words is decided by meaning"
         );
         assert_eq!(
-            order(&[("words", 5.0)], &[("meaning", 0.9), ("other", 0.5)], &[]),
-            [("words".to_owned(), 0.5), ("meaning".to_owned(), 0.5), ("other".to_owned(), 0.0)],
-            "a memory with no vector yet scores by its words alone"
+            name(order(
+                &[("a", 9.0), ("b", 3.0), ("c", 2.9)],
+                &[("c", 0.62), ("d", 0.6)],
+                &[("a", 0.58), ("b", 0.3)]
+            )),
+            ["a", "c", "d", "b"],
+            "a clear winner in words stays ahead of a near tie in meaning"
+        );
+        assert_eq!(
+            name(order(&[("words", 5.0)], &[("meaning", 0.9), ("other", 0.5)], &[])),
+            ["meaning", "words", "other"],
+            "a memory with no vector yet ranks by its words: above one only meaning found weakly"
         );
         assert_eq!(
             name(order(&[], &[("m", 0.9), ("n", 0.8)], &[])),
