@@ -64,65 +64,95 @@ impl Connection {
 const BARE_BODY: &[u8] =
     br#"{"status":"healthy","memoryCount":100000,"uptime":12.345,"version":"0.1.0"}"#;
 
-/// A bare hyper 1.x server answering every request with a fixed JSON body. It runs on its
-/// own runtime and threads, as the daemon runs in its own process, so both compete with the
-/// client for the same cores.
+/// A bare hyper 1.x server answering every request with a fixed JSON body, in a process of
+/// its own (`cairn-bench bare-server`), as the daemon runs in its own: the load generator
+/// then competes with both servers alike, and neither server shares a process, a runtime or
+/// an allocator with it. The child ends when this is dropped.
 pub struct BareServer {
     pub address: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// The child's process id, for measuring its CPU time.
+    pub pid: u32,
+    child: std::process::Child,
 }
 
+/// The hidden subcommand that runs [`serve_bare`].
+pub const BARE_SERVER_COMMAND: &str = "bare-server";
+
 impl BareServer {
+    /// Starts this executable as `cairn-bench bare-server` and waits for its address.
     pub fn start() -> anyhow::Result<BareServer> {
-        let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-            .context("cannot bind the bare server")?;
-        listener.set_nonblocking(true)?;
-        let address = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new().name("bare-hyper".into()).spawn(move || {
-            runtime.block_on(async move {
-                let Ok(listener) = TcpListener::from_std(listener) else { return };
-                loop {
-                    let stream = tokio::select! {
-                        accepted = listener.accept() => match accepted {
-                            Ok((stream, _)) => stream,
-                            Err(_) => continue,
-                        },
-                        _ = &mut stopped => break,
-                    };
-                    let _ = stream.set_nodelay(true);
-                    tokio::spawn(async move {
-                        let service = service_fn(|_request| async {
-                            let mut response =
-                                Response::new(Full::new(Bytes::from_static(BARE_BODY)));
-                            response.headers_mut().insert(
-                                CONTENT_TYPE,
-                                "application/json".parse().expect("valid header"),
-                            );
-                            Ok::<_, Infallible>(response)
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-            });
-            runtime.shutdown_background();
-        })?;
-        Ok(BareServer { address, stop: Some(stop), thread: Some(thread) })
+        use std::io::BufRead as _;
+        let executable = std::env::current_exe().context("cannot find cairn-bench itself")?;
+        let mut child = std::process::Command::new(executable)
+            .arg(BARE_SERVER_COMMAND)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("cannot start the bare server")?;
+        let stdout = child.stdout.take().context("the bare server's stdout")?;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line)?;
+        let address = match line.trim().parse() {
+            Ok(address) => address,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                anyhow::bail!("the bare server said {line:?} instead of its address");
+            }
+        };
+        Ok(BareServer { address, pid: child.id(), child })
     }
 }
 
 impl Drop for BareServer {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        // Closing its stdin ends it; kill it in case it does not notice.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `cairn-bench bare-server`: serves [`BARE_BODY`] on a port of 127.0.0.1 chosen by the
+/// system, on a multi-threaded tokio runtime as the daemon's, printing its address as the
+/// first line of stdout; exits when stdin closes (its parent ended).
+pub fn serve_bare() -> anyhow::Result<()> {
+    use std::io::Read as _;
+    let listener = std::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .context("cannot bind the bare server")?;
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new().name("bare-stdin".into()).spawn(|| {
+        let mut sink = [0u8; 64];
+        while matches!(std::io::stdin().read(&mut sink), Ok(read) if read > 0) {}
+        std::process::exit(0);
+    })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(serve_bare_on(listener))
+}
+
+async fn serve_bare_on(listener: std::net::TcpListener) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let address = listener.local_addr()?;
+    let listener = TcpListener::from_std(listener)?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "{address}")?;
+    stdout.flush()?;
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let service = service_fn(|_request| async {
+                let mut response = Response::new(Full::new(Bytes::from_static(BARE_BODY)));
+                response.headers_mut().insert(
+                    CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("application/json"),
+                );
+                Ok::<_, Infallible>(response)
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
     }
 }
 
@@ -219,6 +249,20 @@ pub async fn load(
         seconds: elapsed,
         per_second: requests as f64 / elapsed,
     })
+}
+
+/// The processor time (user and system) process `pid` has used so far, from
+/// `/proc/<pid>/stat`, in USER_HZ ticks (100 a second on every Linux architecture).
+pub fn process_cpu(pid: u32) -> anyhow::Result<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("cannot read /proc/{pid}/stat"))?;
+    // After the command name, which is in parentheses and may hold spaces: utime and stime
+    // are the 12th and 13th fields.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: Vec<u64> =
+        after_name.split_whitespace().skip(11).take(2).filter_map(|n| n.parse().ok()).collect();
+    anyhow::ensure!(ticks.len() == 2, "cannot parse /proc/{pid}/stat");
+    Ok(Duration::from_millis((ticks[0] + ticks[1]) * 10))
 }
 
 /// Whether `wrk` is on the `PATH`.

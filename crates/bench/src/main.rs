@@ -318,6 +318,9 @@ fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
 
 fn main() -> anyhow::Result<()> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|first| first == http::BARE_SERVER_COMMAND) {
+        return http::serve_bare();
+    }
     if args.first().is_some_and(|first| first == "eval") {
         args.remove(0);
         let options = eval_options(&args)?;
@@ -1029,12 +1032,19 @@ async fn daemon_figures(
 
     // Two alternating rounds of half the time each, so drift in the machine's load (a build
     // next door, a warming cache) weighs on both servers alike. With `wrk` installed, as
-    // issue 16 measured it (`wrk -t2 -c64`); else with this bench's own client.
+    // issue 16 measured it (`wrk -t2 -c64`); else with this bench's own client, which then
+    // shares this process with nothing else but competes for the same two cores. The bare
+    // server runs in a process of its own, as the daemon does.
     let bare_server = http::BareServer::start()?;
     let (mut bare, mut cairn) = (http::Throughput::default(), http::Throughput::default());
+    let (mut bare_cpu, mut cairn_cpu) = (Duration::ZERO, Duration::ZERO);
     let wrk = http::wrk_available();
     for _ in 0..2 {
-        for (address, total) in [(bare_server.address, &mut bare), (daemon.address, &mut cairn)] {
+        for (address, pid, total, cpu) in [
+            (bare_server.address, bare_server.pid, &mut bare, &mut bare_cpu),
+            (daemon.address, daemon.pid(), &mut cairn, &mut cairn_cpu),
+        ] {
+            let cpu_before = http::process_cpu(pid)?;
             let round = if wrk {
                 http::wrk(address, "/api/health", WRK_CONNECTIONS, THROUGHPUT_DURATION / 2).await?
             } else {
@@ -1046,6 +1056,7 @@ async fn daemon_figures(
                 )
                 .await?
             };
+            *cpu += http::process_cpu(pid)?.saturating_sub(cpu_before);
             total.add(round);
         }
     }
@@ -1053,7 +1064,7 @@ async fn daemon_figures(
     let client = if wrk {
         format!("wrk -t2 -c{WRK_CONNECTIONS}")
     } else {
-        format!("this bench's client, {THROUGHPUT_CONNECTIONS} connections")
+        format!("this bench's client (no wrk), {THROUGHPUT_CONNECTIONS} connections")
     };
     let ratio = cairn.per_second / bare.per_second;
     report.check(
@@ -1064,7 +1075,21 @@ async fn daemon_figures(
     );
     report
         .info(format!("  GET /api/health, {client}"), format!("{} req/s", count(cairn.per_second)));
-    report.info("  bare hyper, same client".into(), format!("{} req/s", count(bare.per_second)));
+    report.info(
+        "  bare hyper (own process), same client".into(),
+        format!("{} req/s", count(bare.per_second)),
+    );
+    let per_request = |cpu: Duration, requests: u64| {
+        format!("{:.1} µs", cpu.as_secs_f64() * 1e6 / requests.max(1) as f64)
+    };
+    report.info(
+        "  server CPU a request, daemon / bare".into(),
+        format!(
+            "{} / {}",
+            per_request(cairn_cpu, cairn.requests),
+            per_request(bare_cpu, bare.requests)
+        ),
+    );
     if cairn.failures + bare.failures > 0 {
         report
             .note(format!("throughput failures: cairn {}, bare {}", cairn.failures, bare.failures));
@@ -1199,11 +1224,11 @@ async fn http_context(
     for _ in 0..requests {
         let request = inproc::context_request(corpus, rng);
         let body = Bytes::from(serde_json::to_vec(&request)?);
-        let started = Instant::now();
+        let (started, wall) = (Instant::now(), std::time::SystemTime::now());
         let (status, answer) = connection.send(Method::POST, "/api/context", Some(body)).await?;
         samples.push(started.elapsed());
         if started.elapsed() > budget::CONTEXT_P99 {
-            slow.push((started - began, started.elapsed()));
+            slow.push((started - began, wall, started.elapsed()));
         }
         anyhow::ensure!(
             status == StatusCode::OK,
@@ -1212,15 +1237,30 @@ async fn http_context(
         );
     }
     if !slow.is_empty() && std::env::var_os("CAIRN_BENCH_SLOW").is_some() {
+        // The time of day (UTC) lines them up with the daemon's log, whose checkpoints
+        // `RUST_LOG=info,cairn_store_sqlite=debug` shows.
         let list: Vec<String> = slow
             .iter()
-            .map(|(at, took)| {
-                format!("{:.0} ms: {:.1}", at.as_secs_f64() * 1e3, took.as_secs_f64() * 1e3)
+            .map(|(at, wall, took)| {
+                format!(
+                    "{:.0} ms ({}): {:.1}",
+                    at.as_secs_f64() * 1e3,
+                    time_of_day(*wall),
+                    took.as_secs_f64() * 1e3
+                )
             })
             .collect();
-        eprintln!("slow context packs (since the first, took ms): {}", list.join(", "));
+        eprintln!("slow context packs (since the first (UTC), took ms): {}", list.join(", "));
     }
     Ok(Latencies::new(samples))
+}
+
+/// `HH:MM:SS.mmm` of `at` in UTC, as the daemon's log writes times.
+fn time_of_day(at: std::time::SystemTime) -> String {
+    let since_epoch = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let millis = since_epoch.as_millis() % 86_400_000;
+    let (hours, minutes) = (millis / 3_600_000, millis / 60_000 % 60);
+    format!("{hours:02}:{minutes:02}:{:02}.{:03}", millis / 1000 % 60, millis % 1000)
 }
 
 #[cfg(test)]
