@@ -395,13 +395,7 @@ async fn load(semantic: &std::sync::Weak<Semantic>, store: &dyn Store, model: &s
         let Some(last) = page.last().map(|(position, _, _)| *position) else { break };
         after = last;
         let ids: Vec<String> = page.iter().map(|(_, id, _)| id.clone()).collect();
-        let mut labels: HashMap<String, VectorLabels> = store
-            .get_memories(&ids)
-            .await?
-            .into_iter()
-            .filter(|memory| memory.archived_at.is_none())
-            .map(|memory| (memory.id.clone(), VectorLabels::of(&memory)))
-            .collect();
+        let mut labels = live_labels(store, &ids).await?;
         for (_, id, vector) in page {
             if let Some(labels) = labels.remove(&id)
                 && vector.len() == dimensions
@@ -418,6 +412,17 @@ async fn load(semantic: &std::sync::Weak<Semantic>, store: &dyn Store, model: &s
         .map_err(|error| Error::Embedding(format!("building the vector index failed: {error}")))?;
     tracing::info!(model = %model, vectors = loaded, "semantic index loaded");
     Ok(())
+}
+
+/// The labels of those of `ids` that are stored and not archived, by id.
+async fn live_labels(store: &dyn Store, ids: &[String]) -> Result<HashMap<String, VectorLabels>> {
+    Ok(store
+        .get_memories(ids)
+        .await?
+        .into_iter()
+        .filter(|memory| memory.archived_at.is_none())
+        .map(|memory| (memory.id.clone(), VectorLabels::of(&memory)))
+        .collect())
 }
 
 /// Embeds one batch of pending memories after `cursor`; returns the last position embedded,
@@ -445,13 +450,7 @@ async fn embed_batch(
     let embedded: Vec<_> = pending.into_iter().zip(vectors).collect();
     // The labels as they are now; a memory archived meanwhile stays out.
     let ids: Vec<String> = embedded.iter().map(|(item, _)| item.memory_id.clone()).collect();
-    let mut labels: HashMap<String, VectorLabels> = store
-        .get_memories(&ids)
-        .await?
-        .into_iter()
-        .filter(|memory| memory.archived_at.is_none())
-        .map(|memory| (memory.id.clone(), VectorLabels::of(&memory)))
-        .collect();
+    let mut labels = live_labels(store, &ids).await?;
     let rows: Vec<(String, Vec<f32>, VectorLabels)> = embedded
         .iter()
         .filter_map(|(item, vector)| {
