@@ -11,9 +11,9 @@
 //! 0.460 to 0.501, and z-scores rather than min–max spreads added a little more; see
 //! `docs/retrieval.md`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use cairn_store::{LockAttempt, MemoryFilter, SharedLock, Store, TextMatch};
@@ -38,6 +38,10 @@ const LOAD_PAGE: u32 = 1_000;
 fn shortlist(k: usize) -> usize {
     k.saturating_mul(2).saturating_add(16)
 }
+/// How many queries' vectors are kept: agents ask the same task again and again (a hook's
+/// context pack for each prompt of one task), and a query's embedding is most of a hybrid
+/// search's time (about 15 ms of the model's CPU against 2 for the rest).
+const QUERY_CACHE: usize = 256;
 /// While another daemon sharing the store embeds: how often this one asks for the embedder
 /// lock again (so it takes over within seconds when that daemon stops).
 const LOCK_RETRY: Duration = Duration::from_secs(5);
@@ -62,6 +66,32 @@ pub(crate) struct Semantic {
     pending: AtomicU64,
     loaded: AtomicBool,
     wake: Arc<Notify>,
+    /// The vectors of the latest queries, by text (the model is the semantic's, fixed).
+    queries: Mutex<QueryCache>,
+}
+
+/// The vectors of the last [`QUERY_CACHE`] distinct queries; the oldest leaves first.
+#[derive(Default)]
+struct QueryCache {
+    vectors: HashMap<String, Arc<[f32]>>,
+    order: VecDeque<String>,
+}
+
+impl QueryCache {
+    fn get(&self, text: &str) -> Option<Arc<[f32]>> {
+        self.vectors.get(text).cloned()
+    }
+
+    fn insert(&mut self, text: &str, vector: Arc<[f32]>) {
+        if self.vectors.insert(text.to_owned(), vector).is_none() {
+            self.order.push_back(text.to_owned());
+        }
+        while self.order.len() > QUERY_CACHE {
+            if let Some(oldest) = self.order.pop_front() {
+                self.vectors.remove(&oldest);
+            }
+        }
+    }
 }
 
 impl Semantic {
@@ -75,6 +105,7 @@ impl Semantic {
             pending: AtomicU64::new(0),
             loaded: AtomicBool::new(false),
             wake: Arc::new(Notify::new()),
+            queries: Mutex::new(QueryCache::default()),
         });
         tokio::spawn(work(Arc::downgrade(&semantic), store, semantic.wake.clone()));
         semantic
@@ -158,13 +189,21 @@ impl Semantic {
         self.loaded.load(Ordering::Acquire)
     }
 
+    /// The query's vector: from the cache of recent queries, or the embedder's.
     async fn embed_query(&self, text: &str) -> Result<Arc<[f32]>> {
+        if let Some(vector) = self.queries.lock().expect("query cache lock").get(text) {
+            return Ok(vector);
+        }
         let mut vectors = self
             .embedder
             .embed(&[text.to_owned()])
             .await
             .map_err(|error| Error::Embedding(error.to_string()))?;
-        Ok(vectors.pop().unwrap_or_default().into())
+        let vector: Arc<[f32]> = vectors.pop().unwrap_or_default().into();
+        if !vector.is_empty() {
+            self.queries.lock().expect("query cache lock").insert(text, vector.clone());
+        }
+        Ok(vector)
     }
 
     /// The `k` vectors nearest to `query` that `filter` admits, most similar first, with
@@ -940,6 +979,71 @@ mod tests {
         ) -> std::result::Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
             Ok(texts.iter().map(|text| self.0.embed_one(&Self::canonical(text))).collect())
         }
+    }
+
+    #[test]
+    fn the_query_cache_keeps_the_latest_queries() {
+        let mut cache = QueryCache::default();
+        let vector = |x: f32| -> Arc<[f32]> { vec![x; 3].into() };
+        for n in 0..QUERY_CACHE + 10 {
+            cache.insert(&format!("query {n}"), vector(n as f32));
+        }
+        cache.insert("query 20", vector(-1.0));
+        assert_eq!(cache.vectors.len(), QUERY_CACHE);
+        assert!(cache.get("query 0").is_none() && cache.get("query 9").is_none());
+        assert_eq!(cache.get("query 10").unwrap()[0], 10.0);
+        assert_eq!(cache.get("query 20").unwrap()[0], -1.0, "a query asked again keeps its slot");
+        assert!(cache.get(&format!("query {}", QUERY_CACHE + 9)).is_some());
+    }
+
+    /// The stand-in for the model that counts what it is asked to embed.
+    struct Counting(HashingEmbedder, std::sync::atomic::AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl Embedder for Counting {
+        fn model(&self) -> &str {
+            "counting"
+        }
+
+        fn dimensions(&self) -> usize {
+            self.0.dimensions()
+        }
+
+        async fn embed(
+            &self,
+            texts: &[String],
+        ) -> std::result::Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+            self.1.fetch_add(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|text| self.0.embed_one(text)).collect())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn asking_the_same_query_again_embeds_it_once_with_the_same_hits() {
+        use cairn_types::{RetrievalMode, SearchQuery};
+
+        let directory = tempfile::tempdir().unwrap();
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        let embedder = Arc::new(Counting(HashingEmbedder::new(256), Default::default()));
+        let engine = crate::Engine::new(Arc::new(store.unwrap())).with_embedder(embedder.clone());
+        let memories = ["the staging cluster restarts nightly", "coffee machine on floor two"];
+        let memories = memories.iter().map(|text| new_memory(text, None)).collect();
+        engine.create_memories(memories, "tester").await.unwrap();
+        engine.embeddings_settled().await.unwrap();
+        let stored = embedder.1.load(Ordering::SeqCst);
+        let query = || SearchQuery {
+            q: Some("when does staging restart".to_owned()),
+            mode: Some(RetrievalMode::Semantic),
+            ..SearchQuery::default()
+        };
+        let ids = |result: cairn_types::SearchResult| -> Vec<String> {
+            result.hits.into_iter().map(|hit| hit.memory.id).collect()
+        };
+        let first = ids(engine.search(query()).await.unwrap());
+        let again = ids(engine.search(query()).await.unwrap());
+        assert!(!first.is_empty());
+        assert_eq!(first, again);
+        assert_eq!(embedder.1.load(Ordering::SeqCst), stored + 1, "the query embedded once");
     }
 
     fn engine_with_synonyms(directory: &tempfile::TempDir) -> crate::Engine {
