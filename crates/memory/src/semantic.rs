@@ -951,7 +951,8 @@ mod tests {
 
     /// A stand-in for a sentence model: words of one meaning embed alike, so a query finds
     /// memories by meaning that share no word with it (and full text finds none of them).
-    struct Synonyms(HashingEmbedder);
+    /// It counts the texts it is asked to embed.
+    struct Synonyms(HashingEmbedder, std::sync::atomic::AtomicUsize);
 
     impl Synonyms {
         fn canonical(text: &str) -> String {
@@ -977,6 +978,7 @@ mod tests {
             &self,
             texts: &[String],
         ) -> std::result::Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+            self.1.fetch_add(texts.len(), Ordering::SeqCst);
             Ok(texts.iter().map(|text| self.0.embed_one(&Self::canonical(text))).collect())
         }
     }
@@ -996,35 +998,13 @@ mod tests {
         assert!(cache.get(&format!("query {}", QUERY_CACHE + 9)).is_some());
     }
 
-    /// The stand-in for the model that counts what it is asked to embed.
-    struct Counting(HashingEmbedder, std::sync::atomic::AtomicUsize);
-
-    #[async_trait::async_trait]
-    impl Embedder for Counting {
-        fn model(&self) -> &str {
-            "counting"
-        }
-
-        fn dimensions(&self) -> usize {
-            self.0.dimensions()
-        }
-
-        async fn embed(
-            &self,
-            texts: &[String],
-        ) -> std::result::Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
-            self.1.fetch_add(texts.len(), Ordering::SeqCst);
-            Ok(texts.iter().map(|text| self.0.embed_one(text)).collect())
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn asking_the_same_query_again_embeds_it_once_with_the_same_hits() {
         use cairn_types::{RetrievalMode, SearchQuery};
 
         let directory = tempfile::tempdir().unwrap();
         let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
-        let embedder = Arc::new(Counting(HashingEmbedder::new(256), Default::default()));
+        let embedder = Arc::new(Synonyms(HashingEmbedder::new(256), Default::default()));
         let engine = crate::Engine::new(Arc::new(store.unwrap())).with_embedder(embedder.clone());
         let memories = ["the staging cluster restarts nightly", "coffee machine on floor two"];
         let memories = memories.iter().map(|text| new_memory(text, None)).collect();
@@ -1049,7 +1029,7 @@ mod tests {
     fn engine_with_synonyms(directory: &tempfile::TempDir) -> crate::Engine {
         let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
         crate::Engine::new(Arc::new(store.unwrap()))
-            .with_embedder(Arc::new(Synonyms(HashingEmbedder::new(256))))
+            .with_embedder(Arc::new(Synonyms(HashingEmbedder::new(256), Default::default())))
     }
 
     fn new_memory(content: &str, repo: Option<&str>) -> cairn_types::NewMemory {
