@@ -374,35 +374,20 @@ pub trait VectorStore: Send + Sync {
 
     /// A page of [`VectorStore::load_embeddings`]: at most `limit` vectors with their places
     /// in storage order, after position `after` (0 for the start). Loading page by page
-    /// keeps a start from holding every vector of a large store in memory at once. The
-    /// default pages through `load_embeddings`; backends read only the page.
+    /// keeps a start from holding every vector of a large store in memory at once, so a
+    /// backend reads only the page.
     async fn embeddings_page(
         &self,
         model: &str,
         after: i64,
         limit: u32,
-    ) -> Result<Vec<(i64, String, Vec<f32>)>> {
-        let all = self.load_embeddings(model).await?;
-        Ok(all
-            .into_iter()
-            .enumerate()
-            .map(|(index, (id, vector))| (index as i64 + 1, id, vector))
-            .filter(|(position, _, _)| *position > after)
-            .take(limit as usize)
-            .collect())
-    }
+    ) -> Result<Vec<(i64, String, Vec<f32>)>>;
 
     /// The current vectors of `model` for these memories (those that have one and are not
-    /// archived). The default filters [`VectorStore::load_embeddings`]; a backend shared by
-    /// several processes reads only the rows asked for.
+    /// archived), read by id: a search re-scores its shortlist with them.
     async fn load_embeddings_of(
         &self,
         model: &str,
         ids: &[String],
-    ) -> Result<Vec<(String, Vec<f32>)>> {
-        let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
-        let mut vectors = self.load_embeddings(model).await?;
-        vectors.retain(|(id, _)| wanted.contains(id.as_str()));
-        Ok(vectors)
-    }
+    ) -> Result<Vec<(String, Vec<f32>)>>;
 }

@@ -507,6 +507,23 @@ impl VectorStore for FailingSyncStore {
     async fn load_embeddings(&self, model: &str) -> Result<Vec<(String, Vec<f32>)>> {
         self.inner.load_embeddings(model).await
     }
+
+    async fn embeddings_page(
+        &self,
+        model: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, String, Vec<f32>)>> {
+        self.inner.embeddings_page(model, after, limit).await
+    }
+
+    async fn load_embeddings_of(
+        &self,
+        model: &str,
+        ids: &[String],
+    ) -> Result<Vec<(String, Vec<f32>)>> {
+        self.inner.load_embeddings_of(model, ids).await
+    }
 }
 
 #[async_trait]
