@@ -32,7 +32,12 @@ const COVERAGE: f64 = 0.25;
 const MAX_SPEAKER_BYTES: usize = 40;
 
 /// `candidates` with the speaker and coverage cues added to their relevance, best first.
-pub(crate) fn reweigh(query: &str, mut candidates: Vec<TextMatch>) -> Vec<TextMatch> {
+/// `terms` are the query's terms (`text::query_terms`).
+pub(crate) fn reweigh(
+    query: &str,
+    terms: &[String],
+    mut candidates: Vec<TextMatch>,
+) -> Vec<TextMatch> {
     let best = candidates.iter().map(|hit| hit.relevance).fold(f64::MIN, f64::max);
     let worst = candidates.iter().map(|hit| hit.relevance).fold(f64::MAX, f64::min);
     // Fused scores are standardised and may all be below zero: then the spread is the scale.
@@ -41,7 +46,6 @@ pub(crate) fn reweigh(query: &str, mut candidates: Vec<TextMatch>) -> Vec<TextMa
         return candidates;
     }
     let query_words: Vec<String> = text::words(query).collect();
-    let terms = text::query_terms(query);
     for hit in &mut candidates {
         let content = &hit.memory.content;
         let named = speaker(content).is_some_and(|name| {
@@ -51,7 +55,7 @@ pub(crate) fn reweigh(query: &str, mut candidates: Vec<TextMatch>) -> Vec<TextMa
                     && query_words.contains(&word)
             })
         });
-        let held = if terms.is_empty() { 0.0 } else { held(content, &terms) };
+        let held = if terms.is_empty() { 0.0 } else { held(content, terms) };
         hit.relevance += scale * (if named { SPEAKER } else { 0.0 } + COVERAGE * held);
     }
     candidates.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
@@ -124,7 +128,10 @@ mod tests {
                 relevance: *relevance,
             })
             .collect();
-        reweigh(query, candidates).into_iter().map(|hit| hit.memory.content).collect()
+        reweigh(query, &text::query_terms(query), candidates)
+            .into_iter()
+            .map(|hit| hit.memory.content)
+            .collect()
     }
 
     #[test]

@@ -504,21 +504,23 @@ impl Engine {
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let found = cues::reweigh(text, self.matches(text, filter, repo, limit, mode).await?);
+        let terms = text::query_terms(text);
+        let matches = self.matches(text, &terms, filter, repo, limit, mode).await?;
+        let found = cues::reweigh(text, &terms, matches);
         neighbours::propagate(self.store.as_ref(), found, filter).await
     }
 
-    /// What matches the text, by words, meaning or both.
+    /// What matches the text, by words (its query `terms`), meaning or both.
     async fn matches(
         &self,
         text: &str,
+        terms: &[String],
         filter: &MemoryFilter,
         repo: Option<&str>,
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let terms = text::query_terms(text);
-        let fulltext = || self.store.search_memories(&terms, filter, limit);
+        let fulltext = || self.store.search_memories(terms, filter, limit);
         match (mode.unwrap_or(self.retrieval()), &self.semantic) {
             (RetrievalMode::Fulltext, _) => Ok(fulltext().await?),
             (_, None) => Err(Error::Invalid {
