@@ -319,26 +319,7 @@ pub(crate) fn insert_memory_rows(
     if memories.len() <= 1 {
         return insert_memory_rows_bound(tx, memories);
     }
-    let rows: Vec<_> = memories
-        .iter()
-        .map(|memory| {
-            (
-                &memory.id,
-                &memory.content,
-                memory.scope.as_str(),
-                memory.status.as_str(),
-                &memory.repo,
-                json_text(&memory.tags),
-                &memory.source,
-                json_text(&memory.metadata),
-                memory.created_at.as_millis(),
-                memory.updated_at.as_millis(),
-                memory.last_recalled_at.map(Timestamp::as_millis),
-                memory.recall_count as i64,
-                memory.archived_at.map(Timestamp::as_millis),
-            )
-        })
-        .collect();
+    let rows: Vec<_> = memories.iter().copied().map(memory_values).collect();
     let rows = json_text(&rows);
     if rows.contains("\\u0000") {
         // SQLite's JSON functions end text at an escaped NUL, where bound text keeps it. The
@@ -368,25 +349,46 @@ fn insert_memory_rows_bound(tx: &rusqlite::Transaction<'_>, memories: &[&Memory]
         ))
         .map_err(sql)?;
     for memory in memories {
-        statement
-            .execute(params![
-                memory.id,
-                memory.content,
-                memory.scope.as_str(),
-                memory.status.as_str(),
-                memory.repo,
-                json_text(&memory.tags),
-                memory.source,
-                json_text(&memory.metadata),
-                memory.created_at.as_millis(),
-                memory.updated_at.as_millis(),
-                memory.last_recalled_at.map(Timestamp::as_millis),
-                memory.recall_count as i64,
-                memory.archived_at.map(Timestamp::as_millis),
-            ])
-            .map_err(sql)?;
+        statement.execute(memory_values(memory)).map_err(sql)?;
     }
     Ok(())
+}
+
+/// A memory's values in [`INSERT_MEMORY`]'s order.
+type MemoryValues<'a> = (
+    &'a str,
+    &'a str,
+    &'static str,
+    &'static str,
+    Option<&'a str>,
+    String,
+    Option<&'a str>,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    i64,
+    Option<i64>,
+);
+
+/// A memory's [`MemoryValues`]: bound as a statement's parameters, or written as a row of
+/// the JSON array `json_each` reads.
+fn memory_values(memory: &Memory) -> MemoryValues<'_> {
+    (
+        &memory.id,
+        &memory.content,
+        memory.scope.as_str(),
+        memory.status.as_str(),
+        memory.repo.as_deref(),
+        json_text(&memory.tags),
+        memory.source.as_deref(),
+        json_text(&memory.metadata),
+        memory.created_at.as_millis(),
+        memory.updated_at.as_millis(),
+        memory.last_recalled_at.map(Timestamp::as_millis),
+        memory.recall_count as i64,
+        memory.archived_at.map(Timestamp::as_millis),
+    )
 }
 
 /// Applies a change to one memory with its audit entry; the memory before and after, or
