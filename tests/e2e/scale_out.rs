@@ -336,7 +336,7 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
     }
     // A's stream, opened before the cut, still sees what B appends after it.
     let message = stream.next().await.expect("the stream goes on");
-    assert_eq!(message.id.as_deref(), Some(start.to_string().as_str()));
+    assert_eq!(message.id.as_deref(), Some(start.to_string().as_str()), "{message:?}");
     let reply = custom_event(&b, &id, 1000).await;
     assert_eq!(reply.status, 201, "{reply:?}");
     // Then a restart of the server itself.

@@ -183,7 +183,7 @@ fn retryable(error: &StoreError) -> bool {
     let Some(error) = source.downcast_ref::<tokio_postgres::Error>() else {
         return false;
     };
-    if error.is_closed() {
+    if connection_lost(error) {
         return true;
     }
     matches!(
@@ -333,8 +333,9 @@ impl PgStore {
     }
 
     /// Runs `body` on a pooled connection without an explicit transaction (each statement
-    /// sees its own snapshot), to completion even when the caller stops waiting; once more
-    /// on another connection when the first was found closed. For reads only.
+    /// sees its own snapshot), to completion even when the caller stops waiting; again on
+    /// another connection while the one it had was found lost (each such try drops a dead
+    /// connection from the pool, so at most the pool's size plus one). For reads only.
     pub(crate) async fn read<D, T, F>(&self, data: D, body: F) -> Result<T>
     where
         D: Send + Sync + 'static,
@@ -344,7 +345,8 @@ impl PgStore {
             + Sync
             + 'static,
     {
-        self.on_client(data, body, 2).await
+        let attempts = u32::try_from(self.shared.pool.status().max_size).unwrap_or(u32::MAX);
+        self.on_client(data, body, attempts.saturating_add(1)).await
     }
 
     /// Runs `body` once on a pooled connection without an explicit transaction, to
@@ -394,10 +396,25 @@ enum Attempt {
     Failed(StoreError),
 }
 
-/// Whether `error` is a connection found closed.
+/// Whether `error` is a connection found lost.
 fn closed(error: &StoreError) -> bool {
     matches!(error, StoreError::Backend(source)
-        if source.downcast_ref::<tokio_postgres::Error>().is_some_and(tokio_postgres::Error::is_closed))
+        if source.downcast_ref::<tokio_postgres::Error>().is_some_and(connection_lost))
+}
+
+/// Whether the connection is gone: closed, or its session ended by the server (terminated
+/// by an administrator or a failover, a shutdown, a crash). A pooled connection whose
+/// session was terminated may still look open until its first statement reads the server's
+/// notice of it.
+fn connection_lost(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    error.is_closed()
+        || matches!(
+            error.code(),
+            Some(code) if *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+        )
 }
 
 /// A PostgreSQL error as a store error.
