@@ -22,6 +22,7 @@ mod text;
 mod tokens;
 mod validate;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use cairn_store::{
@@ -506,8 +507,9 @@ impl Engine {
     ) -> Result<Vec<cairn_store::TextMatch>> {
         let terms = text::query_terms(text);
         let matches = self.matches(text, &terms, filter, repo, limit, mode).await?;
-        let found = cues::reweigh(text, &terms, matches);
-        neighbours::propagate(self.store.as_ref(), found, filter).await
+        let covered = cues::cover(&terms, matches);
+        let spread = neighbours::propagate(self.store.as_ref(), covered, filter).await?;
+        Ok(cues::prefer_speakers(text, spread))
     }
 
     /// What matches the text, by words (its query `terms`), meaning or both.
@@ -520,23 +522,45 @@ impl Engine {
         limit: u32,
         mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let fulltext = || self.store.search_memories(terms, filter, limit);
-        match (mode.unwrap_or(self.retrieval()), &self.semantic) {
-            (RetrievalMode::Fulltext, _) => Ok(fulltext().await?),
-            (_, None) => Err(Error::Invalid {
+        let mode = mode.unwrap_or(self.retrieval());
+        if mode != RetrievalMode::Fulltext && self.semantic.is_none() {
+            return Err(Error::Invalid {
                 field: "mode",
                 reason: "semantic retrieval is off: the daemon has no embedder".to_owned(),
-            }),
+            });
+        }
+        // A speaker the query names is looked for by who speaks (`cues::prefer_speakers`), not
+        // by words or meaning: its name is taken out of the query when what the words match
+        // shows it is a speaker's.
+        let store = self.store.as_ref();
+        let (mut matched, mut text, mut terms) = (None, Cow::Borrowed(text), Cow::Borrowed(terms));
+        if cues::may_name(&text) {
+            let words = store.search_memories(&terms, filter, limit).await?;
+            let named = cues::speakers_named(&text, &words);
+            let rest = cues::without_names(&text, &named);
+            let rest_terms = text::query_terms(&rest);
+            if named.is_empty() || rest_terms.is_empty() {
+                matched = Some(words);
+            } else {
+                (text, terms) = (Cow::Owned(rest), Cow::Owned(rest_terms));
+            }
+        }
+        let fulltext = async {
+            match matched {
+                Some(words) => Ok(words),
+                None => store.search_memories(&terms, filter, limit).await,
+            }
+        };
+        match (mode, &self.semantic) {
+            (RetrievalMode::Fulltext, _) | (_, None) => Ok(fulltext.await?),
             (RetrievalMode::Semantic, Some(semantic)) => {
-                let store = self.store.as_ref();
-                semantic::candidates(semantic, store, text, filter, repo, limit as usize).await
+                semantic::candidates(semantic, store, &text, filter, repo, limit as usize).await
             }
             (RetrievalMode::Hybrid, Some(semantic)) => {
-                let store = self.store.as_ref();
                 let k = limit as usize;
                 let (words, meaning) = tokio::join!(
-                    fulltext(),
-                    semantic::nearest(semantic, store, text, filter, repo, k)
+                    fulltext,
+                    semantic::nearest(semantic, store, &text, filter, repo, k)
                 );
                 let words = words?;
                 match meaning {
