@@ -252,4 +252,53 @@ mod tests {
         engine.settled().await;
         assert_eq!(engine.get_memory(&memory.id).await.unwrap().recall_count, 1);
     }
+
+    /// Packs made at once have their recalls written together, and every one is counted:
+    /// in the store itself once they landed, not only in what reads lay over it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recalls_of_packs_made_at_once_are_all_counted() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        let engine = Arc::new(Engine::new(Arc::new(store.unwrap())));
+        let mut ids = Vec::new();
+        for content in ["Deploys go through the release script.", "Deploys need a tag first."] {
+            let input = NewMemory {
+                content: content.to_owned(),
+                scope: Scope::Repo,
+                repo: None,
+                tags: Vec::new(),
+                source: None,
+                metadata: Default::default(),
+            };
+            ids.push(engine.create_memory(input, "t").await.unwrap().id);
+        }
+        let packs: Vec<_> = (0..40)
+            .map(|n| {
+                let engine = engine.clone();
+                tokio::spawn(async move {
+                    let request = cairn_types::ContextRequest {
+                        task: format!("deploy number {n}"),
+                        repo: None,
+                        token_budget: None,
+                    };
+                    engine.context(request).await.unwrap().memory_ids
+                })
+            })
+            .collect();
+        for pack in packs {
+            let mut used = pack.await.unwrap();
+            used.sort();
+            let mut expected = ids.clone();
+            expected.sort();
+            assert_eq!(used, expected, "each pack holds both memories");
+        }
+        engine.settled().await;
+        for id in &ids {
+            let stored = engine.store.get_memory(id).await.unwrap().unwrap();
+            assert_eq!(stored.recall_count, 40, "every pack's recall landed");
+            assert_eq!(engine.get_memory(id).await.unwrap().recall_count, 40);
+        }
+        let served = engine.store.recalled_for_task(&text::task_key("deploy number 7")).await;
+        assert_eq!(served.unwrap().len(), 2);
+    }
 }
