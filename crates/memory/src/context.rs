@@ -131,20 +131,13 @@ fn candidates_for(budget: u32) -> u32 {
 }
 
 /// Marks the memories as recalled after the response: the write is bookkeeping, so the
-/// request does not wait for it, and reads show it before it lands (see `recall.rs`).
+/// request does not wait for it, and reads show it before it lands; the writes of the packs
+/// made within a few tens of milliseconds share one transaction (see `recall.rs`).
 async fn record_recall(engine: &Engine, memory_ids: &[String], task: &str) -> Result<()> {
     if memory_ids.is_empty() {
         return Ok(());
     }
-    let (store, recalls) = (engine.store.clone(), engine.recalls.clone());
-    let (memory_ids, task_key, at) = (memory_ids.to_vec(), text::task_key(task), Timestamp::now());
-    let recall = recalls.start(&memory_ids, &task_key, at);
-    tokio::spawn(async move {
-        if let Err(error) = store.record_recall(&memory_ids, &task_key, at).await {
-            tracing::error!(%error, "recording recall failed");
-        }
-        recalls.landed(recall);
-    });
+    engine.recalls.record(&engine.store, memory_ids, &text::task_key(task), Timestamp::now());
     Ok(())
 }
 

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result,
-    StoreError, TextMatch, Version,
+    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Recall,
+    Result, StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use deadpool_postgres::GenericClient;
@@ -131,8 +131,8 @@ pub(crate) async fn insert_memory_row(
     let row = query_opt(
         tx,
         "INSERT INTO memories (id, content, scope, status, repo, tags, source, metadata, \
-         created_at, updated_at, last_recalled_at, recall_count, archived_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING pk",
+         created_at, updated_at, archived_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING pk",
         &[
             &memory.id,
             &memory.content,
@@ -144,13 +144,12 @@ pub(crate) async fn insert_memory_row(
             &json_value(&memory.metadata),
             &memory.created_at.as_millis(),
             &memory.updated_at.as_millis(),
-            &memory.last_recalled_at.map(Timestamp::as_millis),
-            &(memory.recall_count as i64),
             &memory.archived_at.map(Timestamp::as_millis),
         ],
     )
     .await?
     .ok_or_else(|| StoreError::Corrupt("an insert returned no row".into()))?;
+    insert_recall_rows(tx, std::slice::from_ref(memory)).await?;
     let pk: i64 = row.get(0);
     let mut counts = Counts::default();
     if live {
@@ -160,6 +159,30 @@ pub(crate) async fn insert_memory_row(
     }
     audit::append(tx, audit, memory.created_at, &memory.id, None, Some(memory)).await?;
     Ok(counts)
+}
+
+/// The recall bookkeeping that memories come with (an import, a restored copy) in
+/// `memory_recalls`; a new memory has none, and no statement is run for it.
+async fn insert_recall_rows(tx: &(impl GenericClient + ?Sized), memories: &[Memory]) -> Result<()> {
+    let recalled: Vec<&Memory> = memories
+        .iter()
+        .filter(|memory| memory.recall_count != 0 || memory.last_recalled_at.is_some())
+        .collect();
+    if recalled.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = recalled.iter().map(|memory| memory.id.as_str()).collect();
+    let counts: Vec<i64> = recalled.iter().map(|memory| memory.recall_count as i64).collect();
+    let times: Vec<Option<i64>> =
+        recalled.iter().map(|memory| memory.last_recalled_at.map(Timestamp::as_millis)).collect();
+    execute(
+        tx,
+        "INSERT INTO memory_recalls (memory_id, recall_count, last_recalled_at) \
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])",
+        &[&ids, &counts, &times],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Inserts memories with their postings and `create` audit entries in a few statements
@@ -192,10 +215,7 @@ async fn insert_memory_rows(
     };
     let created = millis(|memory| Some(memory.created_at));
     let updated = millis(|memory| Some(memory.updated_at));
-    let recalled = millis(|memory| memory.last_recalled_at);
     let archived = millis(|memory| memory.archived_at);
-    let recall_counts: Vec<i64> =
-        memories.iter().map(|memory| memory.recall_count as i64).collect();
     let lengths: Vec<i32> = documents
         .iter()
         .map(|document| document.as_ref().map_or(0, |document| document.length))
@@ -203,34 +223,21 @@ async fn insert_memory_rows(
     let rows = query(
         tx,
         "INSERT INTO memories (id, content, scope, status, repo, tags, source, metadata, \
-         created_at, updated_at, last_recalled_at, recall_count, archived_at, doc_tokens) \
+         created_at, updated_at, archived_at, doc_tokens) \
          SELECT u.id, u.content, u.scope, u.status, u.repo, u.tags, u.source, u.metadata, \
-         u.created_at, u.updated_at, u.last_recalled_at, u.recall_count, u.archived_at, \
-         u.doc_tokens \
+         u.created_at, u.updated_at, u.archived_at, u.doc_tokens \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
          $6::jsonb[], $7::text[], $8::jsonb[], $9::bigint[], $10::bigint[], $11::bigint[], \
-         $12::bigint[], $13::bigint[], $14::int[]) WITH ORDINALITY AS u(id, content, scope, \
-         status, repo, tags, source, metadata, created_at, updated_at, last_recalled_at, \
-         recall_count, archived_at, doc_tokens, n) \
+         $12::int[]) WITH ORDINALITY AS u(id, content, scope, status, repo, tags, source, \
+         metadata, created_at, updated_at, archived_at, doc_tokens, n) \
          ORDER BY u.n RETURNING pk, id",
         &[
-            &ids,
-            &contents,
-            &scopes,
-            &statuses,
-            &repos,
-            &tags,
-            &sources,
-            &metadata,
-            &created,
-            &updated,
-            &recalled,
-            &recall_counts,
-            &archived,
-            &lengths,
+            &ids, &contents, &scopes, &statuses, &repos, &tags, &sources, &metadata, &created,
+            &updated, &archived, &lengths,
         ],
     )
     .await?;
+    insert_recall_rows(tx, memories).await?;
     let pks: HashMap<String, i64> = rows.iter().map(|row| (row.get(1), row.get(0))).collect();
     let mut counts = Counts::default();
     let (mut terms, mut postings, mut in_content, mut in_tags) =
@@ -618,50 +625,63 @@ impl MemoryStore for PgStore {
         .await
     }
 
-    async fn record_recall(
-        &self,
-        memory_ids: &[String],
-        task_key: &str,
-        at: Timestamp,
-    ) -> Result<()> {
-        if memory_ids.is_empty() {
+    async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {
+        let tally = Recall::tally(recalls);
+        if tally.is_empty() {
             return Ok(());
         }
-        let data = (memory_ids.to_vec(), task_key.to_owned());
-        self.tx_with_retry(data, move |_, tx, (ids, task_key)| {
-            Box::pin(async move {
-                // Bookkeeping, not a user's write: survives a daemon crash, made durable by
-                // the next synced commit (SQLite's relaxed writer), for this transaction only.
-                tx.batch_execute("SET LOCAL synchronous_commit = off").await.map_err(crate::pg)?;
-                // Rows locked in one order (the primary key's) before they are changed: two
-                // packs recalling overlapping memories at once queue instead of deadlocking,
-                // which an UPDATE … FROM alone does not ensure (its join decides the order).
-                execute(
+        let ids: Vec<String> = tally.iter().map(|(id, _, _)| (*id).to_owned()).collect();
+        let times: Vec<i64> = tally.iter().map(|(_, times, _)| *times as i64).collect();
+        let latest: Vec<i64> = tally.iter().map(|(_, _, at)| at.as_millis()).collect();
+        let (mut task_keys, mut served, mut served_at) = (Vec::new(), Vec::new(), Vec::new());
+        for recall in recalls {
+            for id in &recall.memory_ids {
+                task_keys.push(recall.task_key.clone());
+                served.push(id.clone());
+                served_at.push(recall.at.as_millis());
+            }
+        }
+        let data = (ids, times, latest, task_keys, served, served_at);
+        self.tx_with_retry(
+            data,
+            move |_, tx, (ids, times, latest, task_keys, served, served_at)| {
+                Box::pin(async move {
+                    // Bookkeeping, not a user's write: survives a daemon crash, made durable by
+                    // the next synced commit (SQLite's relaxed writer), for this transaction only.
+                    tx.batch_execute("SET LOCAL synchronous_commit = off")
+                        .await
+                        .map_err(crate::pg)?;
+                    // One row a memory in the narrow `memory_recalls`, taken in one order (the
+                    // id's) so two daemons recording overlapping recalls at once queue instead
+                    // of deadlocking; a memory erased meanwhile is passed over.
+                    execute(
                     tx,
-                    "SELECT 1 FROM memories WHERE id = ANY($1) ORDER BY pk FOR UPDATE",
-                    &[ids],
+                    "INSERT INTO memory_recalls AS r (memory_id, recall_count, last_recalled_at) \
+                     SELECT u.id, u.times, u.at \
+                     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, times, at) \
+                     WHERE EXISTS (SELECT 1 FROM memories m WHERE m.id = u.id) \
+                     ORDER BY u.id COLLATE \"C\" \
+                     ON CONFLICT (memory_id) DO UPDATE SET \
+                     recall_count = r.recall_count + excluded.recall_count, \
+                     last_recalled_at = GREATEST(r.last_recalled_at, excluded.last_recalled_at)",
+                    &[ids, times, latest],
                 )
                 .await?;
-                execute(
-                    tx,
-                    "UPDATE memories m SET last_recalled_at = $2, \
-                     recall_count = m.recall_count + u.times \
-                     FROM (SELECT id, count(*) AS times FROM unnest($1::text[]) AS id GROUP BY id) u \
-                     WHERE m.id = u.id",
-                    &[ids, &at.as_millis()],
-                )
-                .await?;
-                execute(
-                    tx,
-                    "INSERT INTO task_recalls (task_key, memory_id, first_recalled_at) \
-                     SELECT $1, u.id, $3 FROM unnest($2::text[]) WITH ORDINALITY AS u(id, n) \
+                    execute(
+                        tx,
+                        "INSERT INTO task_recalls (task_key, memory_id, first_recalled_at) \
+                     SELECT u.task_key, u.id, u.at \
+                     FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY \
+                     AS u(task_key, id, at, n) \
+                     WHERE EXISTS (SELECT 1 FROM memories m WHERE m.id = u.id) \
                      ORDER BY u.n ON CONFLICT (task_key, memory_id) DO NOTHING",
-                    &[task_key, ids, &at.as_millis()],
-                )
-                .await?;
-                Ok(())
-            })
-        })
+                        &[task_keys, served, served_at],
+                    )
+                    .await?;
+                    Ok(())
+                })
+            },
+        )
         .await
     }
 

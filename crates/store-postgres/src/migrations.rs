@@ -7,8 +7,10 @@ use sha2::Digest;
 use crate::{lock_key, pg};
 
 /// Every migration this binary knows: version, name, SQL. A shipped file is never edited.
-pub(crate) const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "initial", include_str!("../migrations/0001_initial.sql"))];
+pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "initial", include_str!("../migrations/0001_initial.sql")),
+    (2, "memory_recalls", include_str!("../migrations/0002_memory_recalls.sql")),
+];
 
 fn checksum(sql: &str) -> String {
     hex::encode(sha2::Sha256::digest(sql.as_bytes()))

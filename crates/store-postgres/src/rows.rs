@@ -11,8 +11,12 @@ use tokio_postgres::types::ToSql;
 use crate::pg;
 
 /// The memory columns, in the order [`memory_from_row`] reads them, for a table aliased `m`.
+/// Recall bookkeeping comes from `memory_recalls` (a memory never recalled has no row there;
+/// the memories' own two columns are left as migration 2 found them).
 pub(crate) const MEMORY_COLUMNS: &str = "m.id, m.content, m.scope, m.status, m.repo, m.tags, \
-     m.source, m.metadata, m.created_at, m.updated_at, m.last_recalled_at, m.recall_count, \
+     m.source, m.metadata, m.created_at, m.updated_at, \
+     (SELECT r.last_recalled_at FROM memory_recalls r WHERE r.memory_id = m.id), \
+     coalesce((SELECT r.recall_count FROM memory_recalls r WHERE r.memory_id = m.id), 0), \
      m.archived_at, m.pk, m.doc_tokens";
 
 /// The WHERE clause shared by lists and searches, with its parameters $1..$4.

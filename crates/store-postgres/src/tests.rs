@@ -129,7 +129,7 @@ async fn stores_opening_at_once_migrate_once() {
     assert_eq!(
         cluster
             .psql(&database, "SELECT string_agg(version::text, ',') FROM fresh.cairn_migrations"),
-        "1",
+        "1,2",
         "each migration applied once"
     );
     // And it is in that schema only.
@@ -426,4 +426,48 @@ async fn packs_recalling_overlapping_memories_at_once_queue_without_deadlock() {
     }
     let log = cluster.log();
     assert!(!log.contains("deadlock detected"), "PostgreSQL detected deadlocks:\n{log}");
+}
+
+/// A database of the release before `memory_recalls` opens with its recall counts where reads
+/// find them, and recalls go on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_counts_of_an_earlier_release_are_kept() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let database = url.rsplit('/').next().unwrap().to_owned();
+    {
+        let (mut client, connection) =
+            tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        let connection = tokio::spawn(connection);
+        let earlier = &crate::migrations::MIGRATIONS[..1];
+        crate::migrations::apply(&mut client, "public", earlier).await.unwrap();
+        drop(client);
+        let _ = connection.await;
+    }
+    cluster.psql(
+        &database,
+        "INSERT INTO memories (id, content, scope, status, created_at, updated_at, \
+         last_recalled_at, recall_count) VALUES \
+         ('mem_recalled', 'Deploys go through the release script.', 'repo', 'active', \
+          1000, 1000, 5000, 7), \
+         ('mem_never', 'Use pnpm, not npm.', 'repo', 'active', 2000, 2000, NULL, 0)",
+    );
+    let store = open(&url, "public").await;
+    let recalled = store.get_memory("mem_recalled").await.unwrap().unwrap();
+    assert_eq!(
+        (recalled.recall_count, recalled.last_recalled_at),
+        (7, Some(Timestamp::from_millis(5_000)))
+    );
+    let never = store.get_memory("mem_never").await.unwrap().unwrap();
+    assert_eq!((never.recall_count, never.last_recalled_at), (0, None));
+    let ids = ["mem_recalled".to_owned(), "mem_never".to_owned()];
+    store.record_recall(&ids, "ship it", Timestamp::from_millis(6_000)).await.unwrap();
+    let page = store.list_memories(&Default::default(), 10, 0).await.unwrap();
+    let counts: Vec<_> = page
+        .memories
+        .iter()
+        .map(|memory| (memory.id.as_str(), memory.recall_count, memory.last_recalled_at))
+        .collect();
+    let at = Some(Timestamp::from_millis(6_000));
+    assert_eq!(counts, [("mem_never", 1, at), ("mem_recalled", 8, at)]);
 }

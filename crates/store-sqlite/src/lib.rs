@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Result,
-    StoreError, TextMatch, Version,
+    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Recall,
+    Result, StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use r2d2::Pool;
@@ -40,8 +40,15 @@ const READER_CONNECTIONS: u32 = 8;
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// The write-ahead log is cut back to this size whenever a checkpoint resets it.
 const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
-/// Past this size (readers kept every passive checkpoint from reaching the end of the log),
-/// the checkpointer waits for them and truncates the log.
+/// Past this size (readers kept every passive checkpoint from reaching the end of the log, so
+/// it never started again from its beginning), the checkpointer restarts the log if the
+/// readers let it within [`RESTART_WAIT`].
+const WAL_RESTART_AT: u64 = WAL_SIZE_LIMIT;
+/// How long a restarting checkpoint waits for the writer and for readers of older snapshots
+/// (writers wait meanwhile; readers never do). A reader's snapshot lasts one request.
+const RESTART_WAIT: Duration = Duration::from_millis(20);
+/// Past this size (restarts kept failing), the checkpointer waits for the readers as long as
+/// it takes (up to the busy timeout) and truncates the log, so the file stays bounded.
 const WAL_TRUNCATE_AT: u64 = 4 * WAL_SIZE_LIMIT;
 
 /// A [`MemoryStore`] in one SQLite file.
@@ -316,6 +323,34 @@ pub(crate) fn insert_memory_rows(
     tx: &rusqlite::Transaction<'_>,
     memories: &[&Memory],
 ) -> Result<()> {
+    insert_memory_rows_only(tx, memories)?;
+    // A memory that comes with recalls (an import, a restored copy) brings its bookkeeping;
+    // a new one has none, and the statement is not run for it.
+    let mut recalled = memories
+        .iter()
+        .filter(|memory| memory.recall_count != 0 || memory.last_recalled_at.is_some())
+        .peekable();
+    if recalled.peek().is_some() {
+        let mut statement = tx
+            .prepare_cached(
+                "INSERT INTO memory_recalls (memory_id, recall_count, last_recalled_at) \
+                 VALUES (?1, ?2, ?3)",
+            )
+            .map_err(sql)?;
+        for memory in recalled {
+            statement
+                .execute(params![
+                    memory.id,
+                    memory.recall_count as i64,
+                    memory.last_recalled_at.map(Timestamp::as_millis)
+                ])
+                .map_err(sql)?;
+        }
+    }
+    Ok(())
+}
+
+fn insert_memory_rows_only(tx: &rusqlite::Transaction<'_>, memories: &[&Memory]) -> Result<()> {
     if memories.len() <= 1 {
         return insert_memory_rows_bound(tx, memories);
     }
@@ -330,7 +365,7 @@ pub(crate) fn insert_memory_rows(
     tx.prepare_cached(&format!(
         "{INSERT_MEMORY} SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, \
          value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9, \
-         value ->> 10, value ->> 11, value ->> 12 FROM json_each(?1) ORDER BY key"
+         value ->> 10 FROM json_each(?1) ORDER BY key"
     ))
     .map_err(sql)?
     .execute([rows])
@@ -338,14 +373,15 @@ pub(crate) fn insert_memory_rows(
     Ok(())
 }
 
+/// The memory's own columns; its recall bookkeeping goes to `memory_recalls`.
 const INSERT_MEMORY: &str = "INSERT INTO memories (id, content, scope, status, repo, tags, \
-     source, metadata, created_at, updated_at, last_recalled_at, recall_count, archived_at)";
+     source, metadata, created_at, updated_at, archived_at)";
 
 /// Inserts `memories` with a statement each, their values bound.
 fn insert_memory_rows_bound(tx: &rusqlite::Transaction<'_>, memories: &[&Memory]) -> Result<()> {
     let mut statement = tx
         .prepare_cached(&format!(
-            "{INSERT_MEMORY} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+            "{INSERT_MEMORY} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
         ))
         .map_err(sql)?;
     for memory in memories {
@@ -367,8 +403,6 @@ type MemoryValues<'a> = (
     i64,
     i64,
     Option<i64>,
-    i64,
-    Option<i64>,
 );
 
 /// A memory's [`MemoryValues`]: bound as a statement's parameters, or written as a row of
@@ -385,8 +419,6 @@ fn memory_values(memory: &Memory) -> MemoryValues<'_> {
         json_text(&memory.metadata),
         memory.created_at.as_millis(),
         memory.updated_at.as_millis(),
-        memory.last_recalled_at.map(Timestamp::as_millis),
-        memory.recall_count as i64,
         memory.archived_at.map(Timestamp::as_millis),
     )
 }
@@ -495,7 +527,7 @@ fn spawn_checkpointer(path: &Path, alive: std::sync::Weak<()>) -> Result<()> {
             while alive.upgrade().is_some() {
                 std::thread::sleep(CHECKPOINT_INTERVAL);
                 let started = std::time::Instant::now();
-                match checkpoint(&connection, &wal, WAL_TRUNCATE_AT) {
+                match checkpoint(&connection, &wal, WAL_RESTART_AT, WAL_TRUNCATE_AT) {
                     Ok(done) => {
                         // The log restarts (its frame count drops) once a checkpoint copied
                         // it all and a writer began again at its start.
@@ -505,10 +537,11 @@ fn spawn_checkpointer(path: &Path, alive: std::sync::Weak<()>) -> Result<()> {
                             done.copied - copied_before
                         };
                         copied_before = done.copied;
-                        if copied > 0 || done.truncated {
+                        if copied > 0 || done.truncated || done.restart.is_some() {
                             tracing::debug!(
                                 copied_frames = copied,
                                 log_frames = done.log_frames,
+                                restarted = ?done.restart,
                                 truncated = done.truncated,
                                 elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
                                 "checkpoint"
@@ -529,16 +562,30 @@ struct Checkpointed {
     /// Frames in the log, and those of them in the database now.
     log_frames: i64,
     copied: i64,
+    /// Whether the log had grown past `restart_at` and a restart was tried: `Some(true)` when
+    /// the next commit starts it again from its beginning.
+    restart: Option<bool>,
     /// Whether the log had grown past its bound and was emptied.
     truncated: bool,
 }
 
-/// One checkpoint. PASSIVE never waits for readers or the writer; when the log has grown past
-/// `truncate_at` anyway, TRUNCATE waits for them (up to the busy timeout) and empties it, so
-/// the file stays bounded however busy the readers are.
+/// One checkpoint. PASSIVE never waits for readers or the writer.
+///
+/// SQLite starts the log again from its beginning at the first commit after a checkpoint
+/// copied all of it, unless a reader still reads an older snapshot in it; under a steady
+/// load some reader always does, and the log grows. So past `restart_at`, RESTART takes the
+/// writer's lock, copies the few frames PASSIVE left and waits for the readers of older
+/// snapshots to finish, each for [`RESTART_WAIT`] at most (a reader starting meanwhile reads
+/// the database, which holds everything, and is not waited for): writers wait that long,
+/// readers not at all, and the next commit restarts the log (and cuts its file back to
+/// [`WAL_SIZE_LIMIT`]). Past `truncate_at` (restarts keep failing), TRUNCATE waits for them
+/// up to the busy timeout and empties the log, so the file stays bounded however busy the
+/// readers are. Every frame is in the database, synced, before the log restarts: durability
+/// is SQLite's as with any checkpoint.
 fn checkpoint(
     connection: &Connection,
     wal: &Path,
+    restart_at: u64,
     truncate_at: u64,
 ) -> rusqlite::Result<Checkpointed> {
     let (log_frames, copied) =
@@ -547,10 +594,17 @@ fn checkpoint(
         })?;
     let size = std::fs::metadata(wal).map_or(0, |metadata| metadata.len());
     let truncated = size > truncate_at;
+    let mut restart = None;
     if truncated {
         connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    } else if size > restart_at {
+        connection.busy_timeout(RESTART_WAIT)?;
+        let busy =
+            connection.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| row.get::<_, i64>(0));
+        connection.busy_timeout(BUSY_TIMEOUT)?;
+        restart = Some(busy? == 0);
     }
-    Ok(Checkpointed { log_frames, copied, truncated })
+    Ok(Checkpointed { log_frames, copied, restart, truncated })
 }
 
 async fn run_blocking<T, F>(work: F) -> Result<T>
@@ -763,28 +817,40 @@ impl MemoryStore for SqliteStore {
         Ok(self.live_memories())
     }
 
-    async fn record_recall(
-        &self,
-        memory_ids: &[String],
-        task_key: &str,
-        at: Timestamp,
-    ) -> Result<()> {
-        let (memory_ids, task_key) = (memory_ids.to_vec(), task_key.to_owned());
+    async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {
+        if recalls.iter().all(|recall| recall.memory_ids.is_empty()) {
+            return Ok(());
+        }
+        let recalls = recalls.to_vec();
         self.write_relaxed(move |tx| {
+            // Each memory's row in `memory_recalls` is written once however many of the
+            // recalls name it; a memory erased meanwhile has no row in `memories` and is
+            // passed over.
             let mut mark = tx
                 .prepare_cached(
-                    "UPDATE memories SET last_recalled_at = ?2, recall_count = recall_count + 1 WHERE id = ?1",
+                    "INSERT INTO memory_recalls (memory_id, recall_count, last_recalled_at) \
+                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?1) \
+                     ON CONFLICT (memory_id) DO UPDATE SET \
+                     recall_count = recall_count + excluded.recall_count, \
+                     last_recalled_at = max(coalesce(last_recalled_at, excluded.last_recalled_at), \
+                     excluded.last_recalled_at)",
                 )
                 .map_err(sql)?;
+            for (id, times, at) in Recall::tally(&recalls) {
+                mark.execute(params![id, times as i64, at.as_millis()]).map_err(sql)?;
+            }
             let mut log = tx
                 .prepare_cached(
-                    "INSERT INTO task_recalls (task_key, memory_id, first_recalled_at) VALUES (?1, ?2, ?3) \
+                    "INSERT INTO task_recalls (task_key, memory_id, first_recalled_at) \
+                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?2) \
                      ON CONFLICT (task_key, memory_id) DO NOTHING",
                 )
                 .map_err(sql)?;
-            for id in &memory_ids {
-                mark.execute(params![id, at.as_millis()]).map_err(sql)?;
-                log.execute(params![task_key, id, at.as_millis()]).map_err(sql)?;
+            for recall in &recalls {
+                for id in &recall.memory_ids {
+                    log.execute(params![recall.task_key, id, recall.at.as_millis()])
+                        .map_err(sql)?;
+                }
             }
             Ok(())
         })
@@ -1181,11 +1247,59 @@ mod tests {
         reader.execute_batch("BEGIN; SELECT count(*) FROM memories;").unwrap();
         let checkpointer = Connection::open(&path).unwrap();
         checkpointer.busy_timeout(Duration::from_millis(200)).unwrap();
-        let _ = checkpoint(&checkpointer, &wal, limit);
+        let _ = checkpoint(&checkpointer, &wal, u64::MAX, limit);
         reader.execute_batch("COMMIT").unwrap();
-        checkpoint(&checkpointer, &wal, limit).unwrap();
+        checkpoint(&checkpointer, &wal, u64::MAX, limit).unwrap();
         assert!(std::fs::metadata(&wal).unwrap().len() <= limit);
         assert_eq!(store.count_memories().await.unwrap(), 3_000, "nothing is lost");
+    }
+
+    /// Past `restart_at`, a checkpoint restarts the log when no reader holds an older
+    /// snapshot, and gives up after a short wait when one does; the next commit writes the
+    /// log from its beginning, and everything written before is read back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_large_log_restarts_when_the_readers_let_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        let store = SqliteStore::open(&path).unwrap();
+        let text = "y".repeat(1_000);
+        let memories: Vec<Memory> = (0..2_000)
+            .map(|n| {
+                let content = format!("{n} {text}");
+                cairn_store::conformance::sample_memory(&content, cairn_types::Scope::User, n)
+            })
+            .collect();
+        store.insert_memories(&memories, "tester").await.unwrap();
+        let wal = directory.path().join("cairn.db-wal");
+        let restart_at = 1024 * 1024;
+        assert!(std::fs::metadata(&wal).unwrap().len() > restart_at);
+
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN; SELECT count(*) FROM memories;").unwrap();
+        let checkpointer = Connection::open(&path).unwrap();
+        checkpointer.busy_timeout(BUSY_TIMEOUT).unwrap();
+        let started = std::time::Instant::now();
+        let held = checkpoint(&checkpointer, &wal, restart_at, u64::MAX).unwrap();
+        assert_eq!(held.restart, Some(false), "a reader in the log holds the restart back");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "it waits {RESTART_WAIT:?}, not the busy timeout: {:?}",
+            started.elapsed()
+        );
+        // Meanwhile the reader still reads, and writers still write.
+        let counted: i64 =
+            reader.query_row("SELECT count(*) FROM memories", [], |row| row.get(0)).unwrap();
+        assert_eq!(counted, 2_000);
+        reader.execute_batch("COMMIT").unwrap();
+
+        let done = checkpoint(&checkpointer, &wal, restart_at, u64::MAX).unwrap();
+        assert_eq!(done.restart, Some(true), "{done:?}");
+        let late = cairn_store::conformance::sample_memory("late", cairn_types::Scope::User, 1);
+        store.insert_memories(std::slice::from_ref(&late), "tester").await.unwrap();
+        let after = checkpoint(&checkpointer, &wal, restart_at, u64::MAX).unwrap();
+        assert!(after.log_frames < 100, "the log started again: {after:?}");
+        assert_eq!(store.count_memories().await.unwrap(), 2_001, "nothing is lost");
+        assert_eq!(store.get_memory(&memories[7].id).await.unwrap().unwrap(), memories[7]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -274,6 +274,22 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX voice_segments_by_conversation ON voice_segments (conversation_id);
     "#,
+    // 10: recall bookkeeping in a narrow table of its own. Every context pack marks its
+    // memories recalled; on the memories' wide rows (eight to a page) that wrote some thirty
+    // pages a pack to the log, whose checkpoints stalled reads (issue 16). A row here is about
+    // forty bytes, a hundred to a page, and only recalled memories have one. The counts so far
+    // move here; the memories' two columns stay as the migration found them, for a binary of
+    // an earlier release opening this file, and nothing reads or writes them any more.
+    r#"
+    CREATE TABLE memory_recalls (
+        memory_id TEXT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        recall_count INTEGER NOT NULL,
+        last_recalled_at INTEGER
+    ) WITHOUT ROWID;
+    INSERT INTO memory_recalls (memory_id, recall_count, last_recalled_at)
+        SELECT id, recall_count, last_recalled_at FROM memories
+        WHERE recall_count <> 0 OR last_recalled_at IS NOT NULL ORDER BY id;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.
@@ -287,4 +303,57 @@ pub(crate) fn apply(connection: &mut Connection) -> rusqlite::Result<()> {
         tracing::info!(version = index + 1, "applied storage migration");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use cairn_store::MemoryStore;
+    use cairn_types::Timestamp;
+
+    use super::*;
+
+    /// A data directory of the release before `memory_recalls` opens with its recall counts
+    /// where reads find them, and recalls go on from there.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recall_counts_of_an_earlier_release_are_kept() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        {
+            let connection = Connection::open(&path).unwrap();
+            for (index, migration) in MIGRATIONS[..9].iter().enumerate() {
+                connection.execute_batch(migration).unwrap();
+                connection.pragma_update(None, "user_version", index as i64 + 1).unwrap();
+            }
+            connection
+                .execute_batch(
+                    "INSERT INTO memories (id, content, scope, status, created_at, updated_at, \
+                     last_recalled_at, recall_count) VALUES \
+                     ('mem_recalled', 'Deploys go through the release script.', 'repo', \
+                      'active', 1000, 1000, 5000, 7), \
+                     ('mem_never', 'Use pnpm, not npm.', 'repo', 'active', 2000, 2000, NULL, 0);",
+                )
+                .unwrap();
+        }
+        let store = crate::SqliteStore::open(&path).unwrap();
+        let recalled = store.get_memory("mem_recalled").await.unwrap().unwrap();
+        assert_eq!(
+            (recalled.recall_count, recalled.last_recalled_at),
+            (7, Some(Timestamp::from_millis(5_000)))
+        );
+        let never = store.get_memory("mem_never").await.unwrap().unwrap();
+        assert_eq!((never.recall_count, never.last_recalled_at), (0, None));
+        let ids = ["mem_recalled".to_owned(), "mem_never".to_owned()];
+        store.record_recall(&ids, "ship it", Timestamp::from_millis(6_000)).await.unwrap();
+        let page = store.list_memories(&Default::default(), 10, 0).await.unwrap();
+        let counts: Vec<_> = page
+            .memories
+            .iter()
+            .map(|memory| (memory.id.as_str(), memory.recall_count, memory.last_recalled_at))
+            .collect();
+        let at = Some(Timestamp::from_millis(6_000));
+        assert_eq!(counts, [("mem_never", 1, at), ("mem_recalled", 8, at)]);
+        let found =
+            store.search_memories(&["release".to_owned()], &Default::default(), 10).await.unwrap();
+        assert_eq!(found[0].memory.recall_count, 8);
+    }
 }

@@ -6,8 +6,13 @@ use rusqlite::Row;
 use serde::de::DeserializeOwned;
 
 /// The memory columns, in the order [`memory_from_row`] reads them, for a table aliased `m`.
+/// Recall bookkeeping comes from `memory_recalls` (a memory never recalled has no row there):
+/// one lookup by its primary key each, in a table small enough to stay in the page cache.
 pub(crate) const MEMORY_COLUMNS: &str = "m.id, m.content, m.scope, m.status, m.repo, m.tags, \
-     m.source, m.metadata, m.created_at, m.updated_at, m.last_recalled_at, m.recall_count, m.archived_at";
+     m.source, m.metadata, m.created_at, m.updated_at, \
+     (SELECT r.last_recalled_at FROM memory_recalls r WHERE r.memory_id = m.id), \
+     coalesce((SELECT r.recall_count FROM memory_recalls r WHERE r.memory_id = m.id), 0), \
+     m.archived_at";
 
 pub(crate) fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("JSON values always serialize")

@@ -73,6 +73,40 @@ impl Version {
     }
 }
 
+/// Memories that served a task at one time (a context pack's), for
+/// [`MemoryStore::record_recalls`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recall {
+    pub memory_ids: Vec<String>,
+    pub task_key: String,
+    pub at: Timestamp,
+}
+
+impl Recall {
+    /// By memory, in order of first appearance: how many times `recalls` recall it and the
+    /// latest of those times.
+    pub fn tally(recalls: &[Recall]) -> Vec<(&str, u64, Timestamp)> {
+        let mut order: Vec<(&str, u64, Timestamp)> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        for recall in recalls {
+            for id in &recall.memory_ids {
+                match index.get(id.as_str()) {
+                    Some(&at) => {
+                        let entry: &mut (&str, u64, Timestamp) = &mut order[at];
+                        entry.1 += 1;
+                        entry.2 = entry.2.max(recall.at);
+                    }
+                    None => {
+                        index.insert(id.as_str(), order.len());
+                        order.push((id.as_str(), 1, recall.at));
+                    }
+                }
+            }
+        }
+        order
+    }
+}
+
 /// A change to one memory, applied only when the memory is as expected.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GuardedChange {
@@ -178,13 +212,25 @@ pub trait MemoryStore: Send + Sync {
     async fn count_memories(&self) -> Result<u64>;
 
     /// Marks memories as recalled at `at` for `task_key`: sets `lastRecalledAt`, increments
-    /// `recallCount`, and remembers which memories served the task.
+    /// `recallCount`, and remembers which memories served the task. One [`Recall`] given to
+    /// [`MemoryStore::record_recalls`].
     async fn record_recall(
         &self,
         memory_ids: &[String],
         task_key: &str,
         at: Timestamp,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let recall = Recall { memory_ids: memory_ids.to_vec(), task_key: task_key.to_owned(), at };
+        self.record_recalls(std::slice::from_ref(&recall)).await
+    }
+
+    /// Records `recalls` in one transaction, in their order, each as
+    /// [`MemoryStore::record_recall`] would: a memory recalled `n` times gains `n` to its
+    /// `recallCount`, and its `lastRecalledAt` becomes the latest of its recalls' times (never
+    /// earlier than it was). A memory that no longer exists is passed over. Recall bookkeeping
+    /// is kept apart from the memories' rows (a narrow table of its own), so the few pages a
+    /// commit of many recalls writes are not the wide rows of the memories.
+    async fn record_recalls(&self, recalls: &[Recall]) -> Result<()>;
 
     /// The memories recalled for `task_key`, in the order they were first served.
     async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>>;

@@ -34,11 +34,14 @@ pub const TABLES: &[TableSpec] = &[
             "metadata",
             "created_at",
             "updated_at",
-            "last_recalled_at",
-            "recall_count",
             "archived_at",
         ],
         key: &["rowid"],
+    },
+    TableSpec {
+        name: "memory_recalls",
+        columns: &["memory_id", "recall_count", "last_recalled_at"],
+        key: &["memory_id"],
     },
     TableSpec {
         name: "task_recalls",

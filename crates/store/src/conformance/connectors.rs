@@ -355,13 +355,8 @@ impl MemoryStore for FailingSyncStore {
         self.inner.count_memories().await
     }
 
-    async fn record_recall(
-        &self,
-        memory_ids: &[String],
-        task_key: &str,
-        at: Timestamp,
-    ) -> Result<()> {
-        self.inner.record_recall(memory_ids, task_key, at).await
+    async fn record_recalls(&self, recalls: &[crate::Recall]) -> Result<()> {
+        self.inner.record_recalls(recalls).await
     }
 
     async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>> {

@@ -14,7 +14,7 @@ use cairn_types::{
 
 use crate::{
     Audit, AuditFilter, ConflictRecord, ConnectorItem, GuardedChange, ItemUpdate, MemoryChange,
-    MemoryFilter, NewEvent, PendingEmbedding, Settlement, Store, SyncBatch, Version,
+    MemoryFilter, NewEvent, PendingEmbedding, Recall, Settlement, Store, SyncBatch, Version,
 };
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
@@ -31,6 +31,7 @@ where
     search_ranks_by_relevance_and_follows_edits(open_store().await).await;
     counts_leave_out_archived(open_store().await).await;
     recall_marks_memories_and_remembers_tasks(open_store().await).await;
+    recalls_recorded_together_count_each_and_keep_the_latest(open_store().await).await;
     outcomes_count_previous_failures(open_store().await).await;
     evidence_reads_back(open_store().await).await;
     concurrent_writers_lose_nothing(open_store().await).await;
@@ -489,6 +490,74 @@ async fn recall_marks_memories_and_remembers_tasks(store: Arc<dyn Store>) {
         vec![b.id.clone(), a.id.clone()]
     );
     assert!(store.recalled_for_task("another task").await.unwrap().is_empty());
+}
+
+/// `record_recalls`: many packs' recalls in one call count as each would alone; the latest
+/// time wins whatever the order; a memory erased before its recall landed is passed over;
+/// counts survive archiving and reading in every way (get, list, search, guarded versions),
+/// and an erased memory's recalls go with it.
+async fn recalls_recorded_together_count_each_and_keep_the_latest(store: Arc<dyn Store>) {
+    let a = sample_memory("alpha deploy notes", Scope::Repo, 1);
+    let b = sample_memory("beta deploy notes", Scope::Repo, 2);
+    let mut imported = sample_memory("gamma deploy notes", Scope::Repo, 3);
+    imported.recall_count = 41;
+    imported.last_recalled_at = Some(Timestamp::from_millis(9_000));
+    store.insert_memories(&[a.clone(), b.clone(), imported.clone()], "tester").await.unwrap();
+    let recall = |ids: &[&Memory], task: &str, millis: i64| Recall {
+        memory_ids: ids.iter().map(|memory| memory.id.clone()).collect(),
+        task_key: task.to_owned(),
+        at: Timestamp::from_millis(millis),
+    };
+    let gone = Recall {
+        memory_ids: vec!["mem_never_stored".to_owned(), a.id.clone()],
+        task_key: "deploy".to_owned(),
+        at: Timestamp::from_millis(7_500),
+    };
+    let recalls = [
+        recall(&[&a, &b], "deploy", 7_000),
+        recall(&[&b, &imported], "rollback", 8_000),
+        // Landed out of order: an earlier time never moves `lastRecalledAt` back.
+        recall(&[&b], "deploy", 6_000),
+        gone,
+    ];
+    store.record_recalls(&recalls).await.unwrap();
+    let read = |memory: &Memory| {
+        let (store, id) = (store.clone(), memory.id.clone());
+        async move {
+            let memory = store.get_memory(&id).await.unwrap().unwrap();
+            (memory.recall_count, memory.last_recalled_at.map(Timestamp::as_millis))
+        }
+    };
+    assert_eq!(read(&a).await, (2, Some(7_500)));
+    assert_eq!(read(&b).await, (3, Some(8_000)));
+    assert_eq!(read(&imported).await, (42, Some(9_000)), "an imported count goes on");
+    assert_eq!(store.recalled_for_task("deploy").await.unwrap(), [a.id.clone(), b.id.clone()]);
+    assert_eq!(
+        store.recalled_for_task("rollback").await.unwrap(),
+        [b.id.clone(), imported.id.clone()]
+    );
+    store.record_recalls(&[]).await.unwrap();
+
+    let archive = MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(9_500))),
+        ..Default::default()
+    };
+    store.update_memory(&b.id, &archive, Timestamp::from_millis(9_500), &TEST_AUDIT).await.unwrap();
+    assert_eq!(read(&b).await, (3, Some(8_000)), "archiving keeps the count");
+    let filter = MemoryFilter { include_archived: true, ..Default::default() };
+    let page = store.list_memories(&filter, 10, 0).await.unwrap();
+    let counts: Vec<u64> = page.memories.iter().map(|memory| memory.recall_count).collect();
+    assert_eq!(counts, [42, 3, 2], "newest first");
+    let hits = store.search_memories(&["alpha".to_owned()], &filter, 10).await.unwrap();
+    assert_eq!(hits[0].memory.recall_count, 2);
+
+    let erase = Audit { actor: "tester", action: "erase" };
+    store
+        .erase_memories(std::slice::from_ref(&a.id), Timestamp::from_millis(10_000), &erase)
+        .await
+        .unwrap();
+    store.insert_memories(std::slice::from_ref(&a), "tester").await.unwrap();
+    assert_eq!(read(&a).await, (0, None), "an erased memory's recalls went with it");
 }
 
 fn sample_outcome(command: &str, exit_code: i32, millis: i64) -> Outcome {
