@@ -70,7 +70,7 @@ where
             // `MEMORIES_PER_WRITE_REQUEST` memories in all.
             let more = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST) - 1;
             if let Some(more) = std::num::NonZeroU32::new(more as u32) {
-                inner.limiter.check_n(operation.rate_class(), actor, more)?;
+                inner.limiter.check_n(operation.rate_class(), &principal.id, more)?;
             }
             create_memories(engine, actor, batch).await
         }
@@ -580,15 +580,28 @@ pub(crate) struct RevokedToken {
     responses((status = 200, description = "The service is healthy", body = Health)))]
 pub(crate) async fn health(inner: &Inner) -> Reply {
     let uptime = (inner.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
-    let health = Health {
-        status: "healthy".to_owned(),
+    let health = HealthAnswer {
+        status: "healthy",
         memory_count: inner.engine.memory_count().await?,
         uptime,
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        retrieval: inner.engine.retrieval().as_str().to_owned(),
+        version: env!("CARGO_PKG_VERSION"),
+        retrieval: inner.engine.retrieval().as_str(),
         embeddings_pending: inner.engine.embeddings_pending(),
     };
     Ok(json_response(StatusCode::OK, &health))
+}
+
+/// [`Health`] with borrowed text, as it is written: health is the most frequent request,
+/// and this saves its three allocations. A test checks that it reads back as a `Health`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct HealthAnswer<'a> {
+    status: &'a str,
+    memory_count: u64,
+    uptime: f64,
+    version: &'a str,
+    retrieval: &'a str,
+    embeddings_pending: u64,
 }
 
 /// This document.
@@ -596,3 +609,25 @@ pub(crate) async fn health(inner: &Inner) -> Reply {
     responses((status = 200, description = "The OpenAPI 3.1 description of this API", content_type = "application/json")))]
 #[allow(dead_code)] // Exists for its attribute: the handler is `crate::openapi_json`.
 pub(crate) fn openapi() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_health_answer_is_a_health() {
+        let answer = HealthAnswer {
+            status: "healthy",
+            memory_count: 12,
+            uptime: 3.25,
+            version: "0.1.0",
+            retrieval: "fulltext",
+            embeddings_pending: 4,
+        };
+        let written = serde_json::to_value(&answer).unwrap();
+        let read: Health = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&read).unwrap(), written, "the same fields, no more");
+        assert_eq!((read.memory_count, read.embeddings_pending), (12, 4));
+        assert_eq!((read.status.as_str(), read.retrieval.as_str()), ("healthy", "fulltext"));
+    }
+}

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use cairn_memory::Engine;
 use cairn_store::KeyStore;
 use cairn_types::{ErrorCode, Role};
-use http::{HeaderName, Request, Response};
+use http::{Request, Response};
 
 pub use crate::auth::{
     AuthConfig, CONVERSATION_TOKEN_PREFIX, JwtVerifier, PeerAccount, Principal, Profile, hash_key,
@@ -130,7 +130,7 @@ impl MemoryApi {
             handlers::dispatch(&self.inner, operation, id.as_deref(), &principal, request).await;
         let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
         for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
-            response.headers_mut().insert(HeaderName::from_static(name), value);
+            response.headers_mut().insert(name, value);
         }
         response
     }

@@ -8,7 +8,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
 use cairn_http::ApiError;
 
@@ -42,6 +42,10 @@ struct ClassLimiter {
     per_minute: u32,
     limiter: Keyed,
 }
+
+const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 
 /// The rate-limit headers for one response.
 #[derive(Debug, Clone, Copy)]
@@ -79,19 +83,23 @@ impl Limiter {
     }
 
     /// Spends one request of `principal` in `class`: the headers to send, or a 429.
+    /// (`&String`: the limiter's map is keyed by `String`, and a `&str` would cost a copy
+    /// of the key on every request.)
+    #[allow(clippy::ptr_arg)]
     pub(crate) fn check(
         &self,
         class: RateClass,
-        principal: &str,
+        principal: &String,
     ) -> Result<Option<RateState>, ApiError> {
         self.check_n(class, principal, NonZeroU32::MIN)
     }
 
     /// Spends `requests` requests of `principal` in `class` at once (a batch), or none.
+    #[allow(clippy::ptr_arg)]
     pub(crate) fn check_n(
         &self,
         class: RateClass,
-        principal: &str,
+        principal: &String,
         requests: NonZeroU32,
     ) -> Result<Option<RateState>, ApiError> {
         let Some(class_limiter) = (match class {
@@ -113,7 +121,7 @@ impl Limiter {
             remaining: 0,
             reset_seconds: (f64::from(limit) * interval).ceil() as u64,
         };
-        let checked = match class_limiter.limiter.check_key_n(&principal.to_owned(), requests) {
+        let checked = match class_limiter.limiter.check_key_n(principal, requests) {
             Ok(checked) => checked,
             Err(_) => {
                 let message = format!(
@@ -146,17 +154,17 @@ impl Limiter {
 }
 
 impl RateState {
-    pub(crate) fn headers(self) -> [(&'static str, HeaderValue); 3] {
+    pub(crate) fn headers(self) -> [(HeaderName, HeaderValue); 3] {
         [
-            ("ratelimit-limit", HeaderValue::from(self.limit)),
-            ("ratelimit-remaining", HeaderValue::from(self.remaining)),
-            ("ratelimit-reset", HeaderValue::from(self.reset_seconds)),
+            (RATELIMIT_LIMIT, HeaderValue::from(self.limit)),
+            (RATELIMIT_REMAINING, HeaderValue::from(self.remaining)),
+            (RATELIMIT_RESET, HeaderValue::from(self.reset_seconds)),
         ]
     }
 
     fn apply_to_error(self, mut error: ApiError) -> ApiError {
         for (name, value) in self.headers() {
-            error = error.with_header(http::HeaderName::from_static(name), value);
+            error = error.with_header(name, value);
         }
         error
     }
@@ -169,22 +177,25 @@ mod tests {
     #[test]
     fn limits_count_down_per_principal_and_class() {
         let limiter = Limiter::new(RateLimits { read: 3, write: 0, context: 5 });
-        let first = limiter.check(RateClass::Read, "key:a").unwrap().unwrap();
+        let first = limiter.check(RateClass::Read, &"key:a".to_owned()).unwrap().unwrap();
         assert_eq!((first.limit, first.remaining), (3, 2));
-        limiter.check(RateClass::Read, "key:a").unwrap();
-        limiter.check(RateClass::Read, "key:a").unwrap();
-        let refused = limiter.check(RateClass::Read, "key:a").unwrap_err();
+        limiter.check(RateClass::Read, &"key:a".to_owned()).unwrap();
+        limiter.check(RateClass::Read, &"key:a".to_owned()).unwrap();
+        let refused = limiter.check(RateClass::Read, &"key:a".to_owned()).unwrap_err();
         assert_eq!(refused.code(), ErrorCode::RateLimited);
         assert_eq!(
-            limiter.check(RateClass::Read, "key:b").unwrap().unwrap().remaining,
+            limiter.check(RateClass::Read, &"key:b".to_owned()).unwrap().unwrap().remaining,
             2,
             "principals are apart"
         );
         assert_eq!(
-            limiter.check(RateClass::Context, "key:a").unwrap().unwrap().remaining,
+            limiter.check(RateClass::Context, &"key:a".to_owned()).unwrap().unwrap().remaining,
             4,
             "classes are apart"
         );
-        assert!(limiter.check(RateClass::Write, "key:a").unwrap().is_none(), "0 turns a class off");
+        assert!(
+            limiter.check(RateClass::Write, &"key:a".to_owned()).unwrap().is_none(),
+            "0 turns a class off"
+        );
     }
 }

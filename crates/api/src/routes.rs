@@ -274,6 +274,22 @@ pub fn resolve<'p>(
     path: &'p str,
 ) -> Result<(Operation, Option<&'p str>), ApiError> {
     let trimmed = if path.len() > 1 { path.trim_end_matches('/') } else { path };
+    // Most requests name a path without an `{id}`: one hash lookup finds its route.
+    if let Some(route) = LITERAL_ROUTES.get(trimmed) {
+        return match route.operations.iter().find(|(allowed, _)| allowed == method) {
+            Some((_, operation)) => Ok((*operation, None)),
+            None => Err(ApiError::method_not_allowed(method, path, route.allow)),
+        };
+    }
+    scan(method, path, trimmed)
+}
+
+/// [`resolve`] by trying every route in order: the first whose path fits decides.
+fn scan<'p>(
+    method: &Method,
+    path: &str,
+    trimmed: &'p str,
+) -> Result<(Operation, Option<&'p str>), ApiError> {
     for route in ROUTES {
         let Some(id) = match_path(route.path, trimmed) else { continue };
         return match route.operations.iter().find(|(allowed, _)| allowed == method) {
@@ -283,6 +299,23 @@ pub fn resolve<'p>(
     }
     Err(ApiError::not_found(path))
 }
+
+/// The routes without an `{id}` by their path, each one that [`resolve`]'s scan of
+/// [`ROUTES`] in order would also pick: a route that an earlier pattern matches too is left
+/// to the scan.
+static LITERAL_ROUTES: std::sync::LazyLock<
+    std::collections::HashMap<&'static str, &'static Route>,
+> = std::sync::LazyLock::new(|| {
+    let mut literal = std::collections::HashMap::new();
+    for (index, route) in ROUTES.iter().enumerate() {
+        let shadowed =
+            ROUTES[..index].iter().any(|earlier| match_path(earlier.path, route.path).is_some());
+        if !route.path.contains('{') && !shadowed {
+            literal.insert(route.path, route);
+        }
+    }
+    literal
+});
 
 /// `Some(id)` when `path` fits `pattern`; the inner option is the `{id}` segment, if any.
 /// Compares the literal parts in place (no splitting: this runs for every route on every
@@ -308,6 +341,27 @@ fn match_path<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_literal_lookup_answers_as_the_scan_does() {
+        let methods = [Method::GET, Method::POST, Method::PATCH, Method::DELETE, Method::PUT];
+        for route in ROUTES {
+            for path in [route.path.replace("{id}", "batch"), route.path.replace("{id}", "x_1")] {
+                for method in &methods {
+                    let (fast, scanned) = (resolve(method, &path), scan(method, &path, &path));
+                    match (fast, scanned) {
+                        (Ok(fast), Ok(scanned)) => assert_eq!(fast, scanned, "{method} {path}"),
+                        (Err(fast), Err(scanned)) => {
+                            assert_eq!(fast.code(), scanned.code(), "{method} {path}")
+                        }
+                        (fast, scanned) => panic!("{method} {path}: {fast:?} vs {scanned:?}"),
+                    }
+                }
+            }
+        }
+        assert!(LITERAL_ROUTES.contains_key("/api/health"));
+        assert!(LITERAL_ROUTES.contains_key("/api/memories/batch"));
+    }
 
     #[test]
     fn paths_resolve_to_operations() {

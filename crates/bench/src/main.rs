@@ -1035,6 +1035,10 @@ async fn daemon_figures(
     // issue 16 measured it (`wrk -t2 -c64`); else with this bench's own client, which then
     // shares this process with nothing else but competes for the same two cores. The bare
     // server runs in a process of its own, as the daemon does.
+    // The figures below depend on how busy the machine is: its load average goes with them.
+    if let Some(load) = load_average() {
+        report.info("  load average (1, 5, 15 min) before the HTTP throughput".into(), load);
+    }
     let bare_server = http::BareServer::start()?;
     let (mut bare, mut cairn) = (http::Throughput::default(), http::Throughput::default());
     let (mut bare_cpu, mut cairn_cpu) = (Duration::ZERO, Duration::ZERO);
@@ -1093,6 +1097,9 @@ async fn daemon_figures(
     if cairn.failures + bare.failures > 0 {
         report
             .note(format!("throughput failures: cairn {}, bare {}", cairn.failures, bare.failures));
+    }
+    if let Some(load) = load_average() {
+        report.info("  load average (1, 5, 15 min) before the creates".into(), load);
     }
     if let Err(error) = write_figures(report, corpus, rng, daemon.address, n).await {
         report.note(format!("creating memories over HTTP failed: {error:#}"));
@@ -1200,6 +1207,13 @@ async fn write_figures(
         report.note(format!("{} batches failed", created.failures));
     }
     Ok(())
+}
+
+/// The system's load averages over 1, 5 and 15 minutes, where `/proc` tells.
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let fields: Vec<&str> = text.split_whitespace().take(3).collect();
+    (fields.len() == 3).then(|| fields.join(", "))
 }
 
 /// This process's resident memory in bytes, where `/proc` tells.

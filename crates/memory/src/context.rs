@@ -403,6 +403,41 @@ mod tests {
         }
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_single_create_is_counted_ahead_and_a_batch_by_the_packs_that_use_it() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
+        let engine = Engine::new(std::sync::Arc::new(store.unwrap()));
+        let new = |content: &str| cairn_types::NewMemory {
+            content: content.to_owned(),
+            scope: Scope::User,
+            repo: None,
+            tags: vec![],
+            source: None,
+            metadata: Default::default(),
+        };
+        let single = engine.create_memory(new("Use pnpm, not npm."), "tester").await.unwrap();
+        let counted = tokens::count_tokens(&format_entry(&single));
+        let waited = std::time::Instant::now();
+        while engine.entry_tokens.get(&single) != Some(counted) {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(10), "never counted");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let inputs = vec![new("pnpm store lives in ~/.pnpm-store"), new("pnpm workspaces")];
+        let batch = engine.create_memories(inputs, "tester").await.unwrap();
+        assert!(batch.iter().all(|memory| engine.entry_tokens.get(memory).is_none()));
+
+        let request =
+            ContextRequest { task: "pnpm".to_owned(), repo: None, token_budget: Some(200) };
+        let pack = engine.context(request).await.unwrap();
+        assert_eq!(pack.memories_used, 3, "{}", pack.context);
+        assert_eq!(pack.token_count, tokens::count_tokens(&pack.context));
+        for memory in &batch {
+            let counted = tokens::count_tokens(&format_entry(memory));
+            assert_eq!(engine.entry_tokens.get(memory), Some(counted), "counted by the pack");
+        }
+    }
+
     #[test]
     fn file_names_match_paths_names_and_directories() {
         let names = FileNames::of("./crates/store/src/lib.rs");
