@@ -490,8 +490,9 @@ impl LocalEmbedder {
     ///
     /// Texts longer than 256 tokens are cut. The texts are sorted by length and run in
     /// padded batches of up to 32 texts and 1,024 tokens, so a call with many texts wastes
-    /// little work on padding and a pass never needs much memory. Blocking and CPU-bound
-    /// (candle uses every core): call it from a blocking thread in async code.
+    /// little work on padding and a pass never needs much memory (candle, on every core). A
+    /// single text takes `Single`'s path, on the calling thread alone. Blocking and
+    /// CPU-bound: call it from a blocking thread in async code.
     pub fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
         if texts.is_empty() {
             return Ok(Vec::new());
