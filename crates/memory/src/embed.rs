@@ -233,8 +233,8 @@ impl VectorIndex for FlatIndex {
                 }
             }
         };
-        // The same loop compiled for AVX2 when the CPU has it (pulp enables the instructions
-        // for the closure, which the compiler then vectorises twice as wide as the baseline).
+        // The same loop compiled with AVX2 enabled when the CPU has it (pulp runs the closure
+        // in a function with those instructions enabled, so the compiler may use them).
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = self.v3 {
             simd.vectorize(scan);

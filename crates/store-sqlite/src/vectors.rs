@@ -160,8 +160,7 @@ impl VectorStore for SqliteStore {
                     Ok((row.get::<_, String>(0)?, from_blob(&row.get::<_, Vec<u8>>(1)?)))
                 })
                 .map_err(sql)?;
-            let vectors = rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)?;
-            Ok(vectors)
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
         })
         .await
     }
