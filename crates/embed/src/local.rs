@@ -232,7 +232,7 @@ impl Single {
             })
             .collect::<Result<Vec<Layer>, String>>()?;
         if config.hidden_act != candle_transformers::models::bert::HiddenAct::Gelu
-            || DIMENSIONS % config.num_attention_heads != 0
+            || !DIMENSIONS.is_multiple_of(config.num_attention_heads)
         {
             return Err("it is not a BERT of exact GELU and whole attention heads".to_owned());
         }

@@ -49,9 +49,9 @@ const COLUMNS: usize = 4;
 /// `k` (`n` is `bias.len()`), all row-major; `out` gets `m` rows of `n`.
 pub(crate) fn linear(cpu: Cpu, x: &[f32], w: &[f32], bias: &[f32], out: &mut [f32]) {
     let n = bias.len();
-    assert!(n > 0 && w.len() % n == 0, "the weights are rows of the bias's length");
+    assert!(n > 0 && w.len().is_multiple_of(n), "the weights are rows of the bias's length");
     let k = w.len() / n;
-    assert!(k > 0 && x.len() % k == 0, "the input is rows of the weights' width");
+    assert!(k > 0 && x.len().is_multiple_of(k), "the input is rows of the weights' width");
     let m = x.len() / k;
     assert_eq!(out.len(), m * n, "the output holds one row per input row");
     cpu.run(Linear { x, w, bias, out, k, n });
