@@ -10,6 +10,7 @@
 mod fetch;
 mod local;
 mod openai;
+mod thin;
 mod voice;
 
 use std::path::{Path, PathBuf};

@@ -17,7 +17,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 
-use candle_core::{D, DType, Device, Tensor};
+use candle_core::{CpuStorage, D, DType, Device, Storage, Tensor};
 use candle_nn::{Embedding, LayerNorm, Module as _, VarBuilder};
 use candle_transformers::models::bert::{BertEncoder, Config};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
@@ -53,6 +53,8 @@ pub struct LocalEmbedder {
     token_types: Embedding,
     embedding_norm: LayerNorm,
     encoder: BertEncoder,
+    /// The same weights (shared with candle's tensors, not copied), for one text at a time.
+    single: Single,
     tokenizer: Tokenizer,
     device: Device,
 }
@@ -99,6 +101,224 @@ impl WordTable {
             out.extend_from_slice(&read[&id]);
         }
         Ok(out)
+    }
+}
+
+/// The encoder again, for one text at a time (a query): the same weights, read from candle's
+/// tensors in place, through [`crate::thin::linear`] instead of candle's matrix product, on
+/// the calling thread alone, with no padding and no mask (one text has none), and a few
+/// buffers for the whole pass instead of a tensor an operation. Its vectors equal the batch
+/// path's to within float rounding (see `a_padded_batch_equals_texts_one_by_one`).
+struct Single {
+    positions: Tensor,
+    token_types: Tensor,
+    norm: Norm,
+    layers: Vec<Layer>,
+    heads: usize,
+    cpu: crate::thin::Cpu,
+}
+
+/// A linear layer's weights (`out × in`) and bias.
+struct Dense {
+    weight: Tensor,
+    bias: Tensor,
+}
+
+/// A layer norm's scale, shift and epsilon.
+struct Norm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f32,
+}
+
+struct Layer {
+    query: Dense,
+    key: Dense,
+    value: Dense,
+    attention_out: Dense,
+    attention_norm: Norm,
+    intermediate: Dense,
+    output: Dense,
+    output_norm: Norm,
+}
+
+/// Runs `f` on a CPU `f32` tensor's values, in place.
+fn with_values<T>(tensor: &Tensor, f: impl FnOnce(&[f32]) -> T) -> candle_core::Result<T> {
+    let (storage, layout) = tensor.storage_and_layout();
+    let Storage::Cpu(CpuStorage::F32(values)) = &*storage else {
+        candle_core::bail!("a weight is not an f32 tensor on the CPU")
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("a weight is not contiguous")
+    };
+    Ok(f(&values[start..end]))
+}
+
+impl Dense {
+    fn load(tensors: &HashMap<String, Tensor>, name: &str) -> Result<Dense, String> {
+        Ok(Dense { weight: tensor(tensors, name, "weight")?, bias: tensor(tensors, name, "bias")? })
+    }
+
+    /// `x` (rows of the weights' width) through the layer, into `out`.
+    fn forward(
+        &self,
+        cpu: crate::thin::Cpu,
+        x: &[f32],
+        out: &mut Vec<f32>,
+    ) -> candle_core::Result<()> {
+        with_values(&self.weight, |weight| {
+            with_values(&self.bias, |bias| {
+                out.clear();
+                out.resize(x.len() / (weight.len() / bias.len()) * bias.len(), 0.0);
+                crate::thin::linear(cpu, x, weight, bias, out);
+            })
+        })?
+    }
+}
+
+impl Norm {
+    fn load(tensors: &HashMap<String, Tensor>, name: &str, eps: f64) -> Result<Norm, String> {
+        Ok(Norm {
+            weight: tensor(tensors, name, "weight")?,
+            bias: tensor(tensors, name, "bias")?,
+            eps: eps as f32,
+        })
+    }
+
+    /// Normalises each row of `x` in place, as candle's `layer_norm` does.
+    fn apply(&self, x: &mut [f32]) -> candle_core::Result<()> {
+        with_values(&self.weight, |weight| {
+            with_values(&self.bias, |bias| {
+                for row in x.chunks_exact_mut(weight.len()) {
+                    let n = row.len() as f32;
+                    let (sum, squares) = row
+                        .iter()
+                        .fold((0f32, 0f32), |(sum, squares), v| (sum + v, squares + v * v));
+                    let mean = sum / n;
+                    let scale = (squares / n - mean * mean + self.eps).sqrt().recip();
+                    for ((v, w), b) in row.iter_mut().zip(weight).zip(bias) {
+                        *v = (*v - mean) * scale * w + b;
+                    }
+                }
+            })
+        })?
+    }
+}
+
+/// The tensor `{name}.{part}`, which must exist.
+fn tensor(tensors: &HashMap<String, Tensor>, name: &str, part: &str) -> Result<Tensor, String> {
+    tensors
+        .get(&format!("{name}.{part}"))
+        .cloned()
+        .ok_or_else(|| format!("it has no {name}.{part}"))
+}
+
+impl Single {
+    fn load(tensors: &HashMap<String, Tensor>, config: &Config) -> Result<Single, String> {
+        let eps = config.layer_norm_eps;
+        let layers = (0..config.num_hidden_layers)
+            .map(|l| {
+                let at = |name: &str| format!("encoder.layer.{l}.{name}");
+                Ok(Layer {
+                    query: Dense::load(tensors, &at("attention.self.query"))?,
+                    key: Dense::load(tensors, &at("attention.self.key"))?,
+                    value: Dense::load(tensors, &at("attention.self.value"))?,
+                    attention_out: Dense::load(tensors, &at("attention.output.dense"))?,
+                    attention_norm: Norm::load(tensors, &at("attention.output.LayerNorm"), eps)?,
+                    intermediate: Dense::load(tensors, &at("intermediate.dense"))?,
+                    output: Dense::load(tensors, &at("output.dense"))?,
+                    output_norm: Norm::load(tensors, &at("output.LayerNorm"), eps)?,
+                })
+            })
+            .collect::<Result<Vec<Layer>, String>>()?;
+        if config.hidden_act != candle_transformers::models::bert::HiddenAct::Gelu
+            || !DIMENSIONS.is_multiple_of(config.num_attention_heads)
+        {
+            return Err("it is not a BERT of exact GELU and whole attention heads".to_owned());
+        }
+        Ok(Single {
+            positions: tensor(tensors, "embeddings.position_embeddings", "weight")?,
+            token_types: tensor(tensors, "embeddings.token_type_embeddings", "weight")?,
+            norm: Norm::load(tensors, "embeddings.LayerNorm", eps)?,
+            layers,
+            heads: config.num_attention_heads,
+            cpu: crate::thin::Cpu::detect(),
+        })
+    }
+
+    /// One text's unit vector: its token vectors through the encoder, averaged, normalised.
+    /// `hidden` holds the text's word rows on entry.
+    fn forward(&self, mut hidden: Vec<f32>, type_ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let tokens = type_ids.len();
+        with_values(&self.token_types, |types| {
+            with_values(&self.positions, |positions| {
+                for (t, row) in hidden.chunks_exact_mut(DIMENSIONS).enumerate() {
+                    let kind = type_ids[t] as usize * DIMENSIONS;
+                    let types = &types[kind..kind + DIMENSIONS];
+                    let positions = &positions[t * DIMENSIONS..(t + 1) * DIMENSIONS];
+                    for ((v, kind), position) in row.iter_mut().zip(types).zip(positions) {
+                        *v = *v + kind + position;
+                    }
+                }
+            })
+        })??;
+        self.norm.apply(&mut hidden)?;
+        let cpu = self.cpu;
+        let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut context, mut scores) = (vec![0f32; tokens * DIMENSIONS], vec![0f32; tokens]);
+        let (mut projected, mut wide) = (Vec::new(), Vec::new());
+        let width = DIMENSIONS / self.heads;
+        let scale = 1.0 / (width as f32).sqrt();
+        for layer in &self.layers {
+            layer.query.forward(cpu, &hidden, &mut q)?;
+            layer.key.forward(cpu, &hidden, &mut k)?;
+            layer.value.forward(cpu, &hidden, &mut v)?;
+            for head in 0..self.heads {
+                let part = head * width..(head + 1) * width;
+                for i in 0..tokens {
+                    let qi = &q[i * DIMENSIONS..][part.clone()];
+                    for (j, score) in scores.iter_mut().enumerate() {
+                        let kj = &k[j * DIMENSIONS..][part.clone()];
+                        *score = qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale;
+                    }
+                    let largest = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut total = 0.0;
+                    for score in scores.iter_mut() {
+                        *score = (*score - largest).exp();
+                        total += *score;
+                    }
+                    let out = &mut context[i * DIMENSIONS..][part.clone()];
+                    out.fill(0.0);
+                    for (j, score) in scores.iter().enumerate() {
+                        let vj = &v[j * DIMENSIONS..][part.clone()];
+                        let weight = score / total;
+                        for (o, x) in out.iter_mut().zip(vj) {
+                            *o += weight * x;
+                        }
+                    }
+                }
+            }
+            layer.attention_out.forward(cpu, &context, &mut projected)?;
+            projected.iter_mut().zip(&hidden).for_each(|(p, h)| *p += h);
+            layer.attention_norm.apply(&mut projected)?;
+            layer.intermediate.forward(cpu, &projected, &mut wide)?;
+            for x in wide.iter_mut() {
+                *x = (candle_core::cpu::erf::erf_f32(*x * std::f32::consts::FRAC_1_SQRT_2) + 1.0)
+                    * 0.5
+                    * *x;
+            }
+            layer.output.forward(cpu, &wide, &mut hidden)?;
+            hidden.iter_mut().zip(&projected).for_each(|(h, p)| *h += p);
+            layer.output_norm.apply(&mut hidden)?;
+        }
+        let mut mean = vec![0f32; DIMENSIONS];
+        for row in hidden.chunks_exact(DIMENSIONS) {
+            mean.iter_mut().zip(row).for_each(|(m, x)| *m += x);
+        }
+        mean.iter_mut().for_each(|m| *m /= tokens.max(1) as f32);
+        let norm = mean.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        mean.iter_mut().for_each(|m| *m /= norm);
+        Ok(mean)
     }
 }
 
@@ -212,6 +432,8 @@ impl LocalEmbedder {
 
         let weights_path = dir.join("model.safetensors");
         let (tensors, words) = read_weights(&weights_path, &device)?;
+        let single = Single::load(&tensors, &config)
+            .map_err(|e| format!("{} does not hold {MODEL}: {e}", weights_path.display()))?;
         let weights = VarBuilder::from_tensors(tensors, DType::F32, &device);
         let invalid = |e: candle_core::Error| {
             format!("{} does not hold {MODEL}: {e}", weights_path.display())
@@ -248,6 +470,7 @@ impl LocalEmbedder {
             token_types,
             embedding_norm,
             encoder,
+            single,
             tokenizer,
             device,
         })
@@ -267,8 +490,9 @@ impl LocalEmbedder {
     ///
     /// Texts longer than 256 tokens are cut. The texts are sorted by length and run in
     /// padded batches of up to 32 texts and 1,024 tokens, so a call with many texts wastes
-    /// little work on padding and a pass never needs much memory. Blocking and CPU-bound
-    /// (candle uses every core): call it from a blocking thread in async code.
+    /// little work on padding and a pass never needs much memory (candle, on every core). A
+    /// single text takes `Single`'s path, on the calling thread alone. Blocking and
+    /// CPU-bound: call it from a blocking thread in async code.
     pub fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -279,6 +503,17 @@ impl LocalEmbedder {
             .encode_batch_fast(inputs, true)
             .map_err(|e| format!("cannot tokenize the texts: {e}"))?;
 
+        if let [encoding] = &encodings[..] {
+            let words = self
+                .words
+                .gather(encoding.get_ids())
+                .map_err(|e| format!("the model failed on a text: {e}"))?;
+            let vector = self
+                .single
+                .forward(words, encoding.get_type_ids())
+                .map_err(|e| format!("the model failed on a text: {e}"))?;
+            return Ok(vec![vector]);
+        }
         let mut order: Vec<usize> = (0..encodings.len()).collect();
         order.sort_by_key(|&i| encodings[i].len());
         let mut vectors = vec![Vec::new(); texts.len()];

@@ -107,6 +107,9 @@ pub struct FlatIndex {
     /// Repository names, interned: a row holds an index into `repos`.
     repos: Vec<String>,
     repo_numbers: HashMap<String, u32>,
+    /// AVX2 when the CPU has it (checked once).
+    #[cfg(target_arch = "x86_64")]
+    v3: Option<pulp::x86::V3>,
 }
 
 /// A row's labels as the scan reads them: the repository interned (`NO_REPO` for none).
@@ -131,6 +134,8 @@ impl FlatIndex {
             positions: HashMap::new(),
             repos: Vec::new(),
             repo_numbers: HashMap::new(),
+            #[cfg(target_arch = "x86_64")]
+            v3: pulp::x86::V3::try_new(),
         }
     }
 
@@ -220,12 +225,24 @@ impl VectorIndex for FlatIndex {
         };
         let (query, query_scale) = quantize(query);
         let mut scored: Vec<(usize, f32)> = Vec::with_capacity(self.ids.len());
-        let rows = self.rows.chunks_exact(self.dimensions).zip(&self.labels).zip(&self.scales);
-        for (position, ((row, labels), scale)) in rows.enumerate() {
-            if admits(labels) {
-                scored.push((position, dot_i8(row, &query) as f32 * scale * query_scale));
+        let mut scan = || {
+            let rows = self.rows.chunks_exact(self.dimensions).zip(&self.labels).zip(&self.scales);
+            for (position, ((row, labels), scale)) in rows.enumerate() {
+                if admits(labels) {
+                    scored.push((position, dot_i8(row, &query) as f32 * scale * query_scale));
+                }
             }
+        };
+        // The same loop compiled with AVX2 enabled when the CPU has it (pulp runs the closure
+        // in a function with those instructions enabled, so the compiler may use them).
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = self.v3 {
+            simd.vectorize(scan);
+        } else {
+            scan();
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        scan();
         let k = k.min(scored.len());
         if k < scored.len() {
             scored.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1));
@@ -314,6 +331,7 @@ fn quantize(vector: &[f32]) -> (Vec<i8>, f32) {
 /// The integer dot product of two byte vectors, in sixteen independent lanes so the compiler
 /// vectorises it (about three times faster than the `f32` one over the same rows, and it
 /// reads a quarter of the bytes).
+#[inline(always)]
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     let mut lanes = [0i32; 16];
     let (a_chunks, b_chunks) = (a.chunks_exact(16), b.chunks_exact(16));

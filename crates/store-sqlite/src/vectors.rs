@@ -142,24 +142,25 @@ impl VectorStore for SqliteStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let (model, ids) = (model.to_owned(), ids.to_vec());
+        let model = model.to_owned();
+        let ids = serde_json::to_string(ids).map_err(cairn_store::StoreError::backend)?;
         self.read(move |connection| {
-            // One lookup by the memories' id index per id.
+            // One statement for them all: the ids' JSON array is walked first (CROSS JOIN
+            // keeps that order), each found by the memories' id index and its vector by the
+            // embeddings' key, instead of a statement run per id.
             let mut statement = connection
                 .prepare_cached(
-                    "SELECT e.vector FROM memories m JOIN embeddings e ON e.memory_rowid = m.rowid AND e.model = ?1 \
-                     WHERE m.id = ?2 AND e.version = m.updated_at AND m.archived_at IS NULL",
+                    "SELECT m.id, e.vector FROM json_each(?2) j CROSS JOIN memories m ON m.id = j.value \
+                     JOIN embeddings e ON e.memory_rowid = m.rowid AND e.model = ?1 \
+                     WHERE e.version = m.updated_at AND m.archived_at IS NULL",
                 )
                 .map_err(sql)?;
-            let mut vectors = Vec::with_capacity(ids.len());
-            for id in ids {
-                let mut rows = statement.query(params![model, id]).map_err(sql)?;
-                if let Some(row) = rows.next().map_err(sql)? {
-                    let vector = from_blob(&row.get::<_, Vec<u8>>(0).map_err(sql)?);
-                    vectors.push((id, vector));
-                }
-            }
-            Ok(vectors)
+            let rows = statement
+                .query_map(params![model, ids], |row| {
+                    Ok((row.get::<_, String>(0)?, from_blob(&row.get::<_, Vec<u8>>(1)?)))
+                })
+                .map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
         })
         .await
     }
