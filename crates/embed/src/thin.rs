@@ -9,8 +9,9 @@
 //! each weight vector loaded from memory serves three fused multiply-adds and each input
 //! vector four. A block of four weight rows (6 KB at 384 columns) stays in the first-level
 //! cache while every input row passes over it, so the weights are read from memory once per
-//! layer. One thread: a query is small work, and on a busy machine a second thread mostly
-//! waits for a core.
+//! layer. A query of six tokens or more is split in two halves of its rows, run on two
+//! threads (`rayon::join`): on an idle 2-core machine that nearly halves a question's
+//! embedding; on a busy one the caller runs both halves itself.
 //!
 //! The SIMD is `pulp`'s (gemm's own dependency), in safe code: AVX2 and FMA when the CPU has
 //! them (checked once, at run time), plain code otherwise.
@@ -54,7 +55,20 @@ pub(crate) fn linear(cpu: Cpu, x: &[f32], w: &[f32], bias: &[f32], out: &mut [f3
     assert!(k > 0 && x.len().is_multiple_of(k), "the input is rows of the weights' width");
     let m = x.len() / k;
     assert_eq!(out.len(), m * n, "the output holds one row per input row");
-    cpu.run(Linear { x, w, bias, out, k, n });
+    if m < 2 * ROWS {
+        cpu.run(Linear { x, w, bias, out, k, n });
+        return;
+    }
+    // Two halves of the rows on two threads (rayon's, which candle's batches use too): each
+    // reads every weight once, and the halves' outputs are apart. Where no second thread is
+    // free, the caller runs both halves itself, one after the other.
+    let half = m.div_ceil(2 * ROWS) * ROWS;
+    let (x_first, x_second) = x.split_at(half * k);
+    let (out_first, out_second) = out.split_at_mut(half * n);
+    rayon::join(
+        || cpu.run(Linear { x: x_first, w, bias, out: out_first, k, n }),
+        || cpu.run(Linear { x: x_second, w, bias, out: out_second, k, n }),
+    );
 }
 
 struct Linear<'a> {
@@ -176,9 +190,15 @@ mod tests {
         let cpu = Cpu::detect();
         // Rows and columns that fill the blocks, and that leave edges of every size; widths
         // that are whole vectors and that leave a tail.
-        for (m, n, k) in
-            [(15, 384, 384), (1, 1536, 384), (2, 5, 7), (4, 7, 384), (7, 9, 45), (3, 4, 8)]
-        {
+        for (m, n, k) in [
+            (15, 384, 384),
+            (1, 1536, 384),
+            (2, 5, 7),
+            (4, 7, 384),
+            (7, 9, 45),
+            (3, 4, 8),
+            (6, 5, 7),
+        ] {
             let (x, w, bias) = (numbers(m * k, 1), numbers(n * k, 2), numbers(n, 3));
             let mut out = vec![f32::NAN; m * n];
             linear(cpu, &x, &w, &bias, &mut out);
