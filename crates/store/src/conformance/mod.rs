@@ -215,6 +215,29 @@ async fn deleted_conversations_leave_nothing(store: Arc<dyn Store>) {
     assert!(store.get_conversation(&other.id).await.unwrap().is_some(), "the other stays");
 }
 
+/// After a migration from the schema before `memory_recalls`, of a database holding
+/// `mem_recalled` (recalled 7 times, last at 5 s) and `mem_never` (never recalled): reads find
+/// their recall bookkeeping, and a recall at 6 s counts on from it.
+pub async fn migrated_recalls_count_on(store: &dyn Store) {
+    let recalled = store.get_memory("mem_recalled").await.unwrap().unwrap();
+    assert_eq!(
+        (recalled.recall_count, recalled.last_recalled_at),
+        (7, Some(Timestamp::from_millis(5_000)))
+    );
+    let never = store.get_memory("mem_never").await.unwrap().unwrap();
+    assert_eq!((never.recall_count, never.last_recalled_at), (0, None));
+    let ids = ["mem_recalled".to_owned(), "mem_never".to_owned()];
+    store.record_recall(&ids, "ship it", Timestamp::from_millis(6_000)).await.unwrap();
+    let page = store.list_memories(&Default::default(), 10, 0).await.unwrap();
+    let counts: Vec<_> = page
+        .memories
+        .iter()
+        .map(|memory| (memory.id.as_str(), memory.recall_count, memory.last_recalled_at))
+        .collect();
+    let at = Some(Timestamp::from_millis(6_000));
+    assert_eq!(counts, [("mem_never", 1, at), ("mem_recalled", 8, at)]);
+}
+
 /// A memory for tests, created at `millis`.
 pub fn sample_memory(content: &str, scope: Scope, millis: i64) -> Memory {
     let mut metadata = JsonObject::new();
