@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cairn_store::Store;
+use cairn_store::{Recall, Store};
 use cairn_types::{Memory, Timestamp};
 use tokio::sync::watch;
 
@@ -49,13 +49,6 @@ struct Ledger {
     memories: HashMap<String, Vec<Timestamp>>,
     /// By task key: the memories of its pending recalls.
     tasks: HashMap<String, Vec<String>>,
-}
-
-/// One pending recall write; [`PendingRecalls::landed`] takes it off the ledger.
-pub(crate) struct Recall {
-    memory_ids: Vec<String>,
-    task_key: String,
-    at: Timestamp,
 }
 
 impl Default for PendingRecalls {
@@ -122,16 +115,8 @@ impl PendingRecalls {
                     "recall bookkeeping fell behind: recalls shed, not counted"
                 );
             }
-            let records: Vec<cairn_store::Recall> = batch
-                .iter()
-                .map(|recall| cairn_store::Recall {
-                    memory_ids: recall.memory_ids.clone(),
-                    task_key: recall.task_key.clone(),
-                    at: recall.at,
-                })
-                .collect();
-            if let Err(error) = store.record_recalls(&records).await {
-                tracing::error!(%error, recalls = records.len(), "recording recalls failed");
+            if let Err(error) = store.record_recalls(&batch).await {
+                tracing::error!(%error, recalls = batch.len(), "recording recalls failed");
             }
             for recall in batch {
                 self.landed(recall);
@@ -139,7 +124,8 @@ impl PendingRecalls {
         }
     }
 
-    /// Records a recall about to be written.
+    /// Records a recall about to be written: the pending write, which
+    /// [`PendingRecalls::landed`] takes off the ledger.
     pub(crate) fn start(&self, memory_ids: &[String], task_key: &str, at: Timestamp) -> Recall {
         let mut ledger = self.ledger();
         for id in memory_ids {
