@@ -136,6 +136,16 @@ pub struct Route {
     pub allow: &'static str,
 }
 
+impl Route {
+    /// The operation `method` names on this route's `path`; a 405 when it has none.
+    fn operation(&self, method: &Method, path: &str) -> Result<Operation, ApiError> {
+        match self.operations.iter().find(|(allowed, _)| allowed == method) {
+            Some((_, operation)) => Ok(*operation),
+            None => Err(ApiError::method_not_allowed(method, path, self.allow)),
+        }
+    }
+}
+
 pub const ROUTES: &[Route] = &[
     Route {
         path: "/api/memories",
@@ -276,10 +286,7 @@ pub fn resolve<'p>(
     let trimmed = if path.len() > 1 { path.trim_end_matches('/') } else { path };
     // Most requests name a path without an `{id}`: one hash lookup finds its route.
     if let Some(route) = LITERAL_ROUTES.get(trimmed) {
-        return match route.operations.iter().find(|(allowed, _)| allowed == method) {
-            Some((_, operation)) => Ok((*operation, None)),
-            None => Err(ApiError::method_not_allowed(method, path, route.allow)),
-        };
+        return Ok((route.operation(method, path)?, None));
     }
     scan(method, path, trimmed)
 }
@@ -292,10 +299,7 @@ fn scan<'p>(
 ) -> Result<(Operation, Option<&'p str>), ApiError> {
     for route in ROUTES {
         let Some(id) = match_path(route.path, trimmed) else { continue };
-        return match route.operations.iter().find(|(allowed, _)| allowed == method) {
-            Some((_, operation)) => Ok((*operation, id)),
-            None => Err(ApiError::method_not_allowed(method, path, route.allow)),
-        };
+        return Ok((route.operation(method, path)?, id));
     }
     Err(ApiError::not_found(path))
 }
