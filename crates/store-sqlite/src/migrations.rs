@@ -290,6 +290,25 @@ const MIGRATIONS: &[&str] = &[
         SELECT id, recall_count, last_recalled_at FROM memories
         WHERE recall_count <> 0 OR last_recalled_at IS NOT NULL ORDER BY id;
     "#,
+    // 11: embeddings in a table with row ids. In the `WITHOUT ROWID` table of migration 3 a
+    // row may keep at most about 1,000 bytes on its page, so each vector (1,536 bytes for 384
+    // dimensions) spilled into an overflow page of its own: 100,000 vectors took 468 MB
+    // instead of about 200, and reading one, as every hybrid query does for the shortlist it
+    // scores exactly, took two page reads far apart (issue 16). A table with row ids keeps up to
+    // about 4,000 bytes a row on its page; the key is a unique index beside it.
+    r#"
+    CREATE TABLE embeddings_by_row (
+        memory_rowid INTEGER NOT NULL REFERENCES memories (rowid) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        UNIQUE (memory_rowid, model)
+    );
+    INSERT INTO embeddings_by_row (memory_rowid, model, version, vector)
+        SELECT memory_rowid, model, version, vector FROM embeddings ORDER BY memory_rowid, model;
+    DROP TABLE embeddings;
+    ALTER TABLE embeddings_by_row RENAME TO embeddings;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.
@@ -338,5 +357,74 @@ mod tests {
         let found =
             store.search_memories(&["release".to_owned()], &Default::default(), 10).await.unwrap();
         assert_eq!(found[0].memory.recall_count, 8);
+    }
+
+    /// The vectors of an earlier release are read after the move to a table with row ids, are
+    /// replaced and deleted with their memory as before, and a vector takes no overflow page any more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn vectors_of_an_earlier_release_are_kept() {
+        use cairn_store::{PendingEmbedding, VectorStore};
+        use cairn_types::Timestamp;
+
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("cairn.db");
+        let vector = |seed: f32| (0..384).map(|i| seed + i as f32 / 1000.0).collect::<Vec<f32>>();
+        let blob =
+            |vector: &[f32]| -> Vec<u8> { vector.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        {
+            let connection = Connection::open(&path).unwrap();
+            for (index, migration) in MIGRATIONS[..10].iter().enumerate() {
+                connection.execute_batch(migration).unwrap();
+                connection.pragma_update(None, "user_version", index as i64 + 1).unwrap();
+            }
+            connection
+                .execute_batch(
+                    "INSERT INTO memories (id, content, scope, status, created_at, updated_at) VALUES \
+                     ('mem_one', 'Deploys go through the release script.', 'repo', 'active', 1000, 1000), \
+                     ('mem_two', 'Use pnpm, not npm.', 'repo', 'active', 2000, 2000);",
+                )
+                .unwrap();
+            for (id, seed, version) in [("mem_one", 0.5, 1000), ("mem_two", -0.5, 2000)] {
+                connection
+                    .execute(
+                        "INSERT INTO embeddings (memory_rowid, model, version, vector) \
+                         SELECT rowid, 'model', ?2, ?3 FROM memories WHERE id = ?1",
+                        rusqlite::params![id, version, blob(&vector(seed))],
+                    )
+                    .unwrap();
+            }
+        }
+        let store = crate::SqliteStore::open(&path).unwrap();
+        let ids = ["mem_two".to_owned(), "mem_one".to_owned()];
+        let read = store.load_embeddings_of("model", &ids).await.unwrap();
+        assert_eq!(
+            read,
+            vec![("mem_two".to_owned(), vector(-0.5)), ("mem_one".to_owned(), vector(0.5))]
+        );
+
+        // Replaced in place, and gone with its memory.
+        let pending = PendingEmbedding {
+            position: 1,
+            memory_id: "mem_one".to_owned(),
+            content: String::new(),
+            version: Timestamp::from_millis(1000),
+        };
+        store.store_embeddings("model", &[(pending, vector(0.25))]).await.unwrap();
+        drop(store);
+        let connection = Connection::open(&path).unwrap();
+        connection.pragma_update(None, "foreign_keys", true).unwrap();
+        connection.execute("DELETE FROM memories WHERE id = 'mem_two'", []).unwrap();
+        let store = crate::SqliteStore::open(&path).unwrap();
+        let read = store.load_embeddings("model").await.unwrap();
+        assert_eq!(read, vec![("mem_one".to_owned(), vector(0.25))]);
+
+        let (pages, overflow): (i64, i64) = connection
+            .query_row(
+                "SELECT count(*), sum(pagetype = 'overflow') FROM dbstat WHERE name = 'embeddings'",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((pages, overflow), (1, 0), "one page holds both vectors");
     }
 }
