@@ -302,11 +302,7 @@ impl Single {
             projected.iter_mut().zip(&hidden).for_each(|(p, h)| *p += h);
             layer.attention_norm.apply(&mut projected)?;
             layer.intermediate.forward(cpu, &projected, &mut wide)?;
-            for x in wide.iter_mut() {
-                *x = (candle_core::cpu::erf::erf_f32(*x * std::f32::consts::FRAC_1_SQRT_2) + 1.0)
-                    * 0.5
-                    * *x;
-            }
+            crate::thin::gelu(cpu, &mut wide);
             layer.output.forward(cpu, &wide, &mut hidden)?;
             hidden.iter_mut().zip(&projected).for_each(|(h, p)| *h += p);
             layer.output_norm.apply(&mut hidden)?;

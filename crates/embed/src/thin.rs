@@ -167,6 +167,45 @@ fn block<S: Simd, const R: usize, const C: usize>(
     }
 }
 
+/// Exact GELU, `x · (1 + erf(x / √2)) / 2`, in place. `erf` is the rational approximation of
+/// Eigen and XLA (an odd polynomial over an even one, inputs clamped to ±4, where `f32`'s erf
+/// is ±1), within 4.5e-7 of the true one (see `erf_is_within_a_few_ulps_of_the_true_one`), in
+/// straight-line code the compiler vectorises. candle's `libm::erff` is exact to the last bit
+/// but branches: 21 ns a value, 2.3 ms of a 12-token query's 110,000 (now 0.06 ms).
+pub(crate) fn gelu(cpu: Cpu, values: &mut [f32]) {
+    cpu.run(Gelu(values));
+}
+
+struct Gelu<'a>(&'a mut [f32]);
+
+impl WithSimd for Gelu<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        for x in self.0.iter_mut() {
+            *x = (erf(*x * std::f32::consts::FRAC_1_SQRT_2) + 1.0) * 0.5 * *x;
+        }
+    }
+}
+
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
+    p = x2 * p + -2.101_024e-6;
+    p = x2 * p + -5.692_506_4e-5;
+    p = x2 * p + -7.349_906_3e-4;
+    p = x2 * p + -2.954_600_1e-3;
+    p = x2 * p + -1.609_603_3e-2;
+    let mut q = x2 * -1.456_607_2e-5 + -2.133_740_6e-4;
+    q = x2 * q + -1.682_827e-3;
+    q = x2 * q + -7.373_329e-3;
+    q = x2 * q + -1.426_473_9e-2;
+    x * p / q
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +268,22 @@ mod tests {
     fn an_output_of_the_wrong_size_is_refused() {
         let mut out = vec![0f32; 3];
         linear(Cpu::detect(), &[1.0; 8], &[1.0; 8], &[0.0; 2], &mut out);
+    }
+
+    #[test]
+    fn erf_is_within_a_few_ulps_of_the_true_one() {
+        let mut worst = 0f64;
+        for i in -1_000_000..=1_000_000 {
+            let x = i as f32 / 100_000.0;
+            let error = (f64::from(erf(x)) - candle_core::cpu::erf::erf_f64(f64::from(x))).abs();
+            worst = worst.max(error);
+        }
+        assert!(worst < 5e-7, "{worst}");
+        let mut values = vec![-3.0, -1.0, 0.0, 0.5, 2.0];
+        gelu(Cpu::detect(), &mut values);
+        for (got, x) in values.iter().zip([-3.0f64, -1.0, 0.0, 0.5, 2.0]) {
+            let exact = x * (1.0 + candle_core::cpu::erf::erf_f64(x / 2f64.sqrt())) / 2.0;
+            assert!((f64::from(*got) - exact).abs() < 1e-6, "gelu({x}) = {got}, not {exact}");
+        }
     }
 }
