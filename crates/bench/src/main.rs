@@ -370,6 +370,8 @@ struct Row {
 struct Report {
     rows: Vec<Row>,
     notes: Vec<String>,
+    /// Parts that failed before giving all their figures.
+    stopped: usize,
 }
 
 impl Report {
@@ -385,6 +387,12 @@ impl Report {
     fn note(&mut self, note: String) {
         eprintln!("  {note}");
         self.notes.push(note);
+    }
+
+    /// A part of the bench failed: its figures are missing, which the summary says.
+    fn stopped_short(&mut self, part: &str, error: &anyhow::Error) {
+        self.stopped += 1;
+        self.note(format!("the {part} figures stopped short: {error:#}"));
     }
 
     fn print(&self) {
@@ -429,10 +437,15 @@ impl Report {
         }
         let over = self.rows.iter().filter(|row| matches!(row.verdict, Verdict::Over)).count();
         println!();
-        if over == 0 {
-            println!("All figures within budget.");
-        } else {
-            println!("{over} figure(s) OVER BUDGET.");
+        match (over, self.stopped) {
+            (0, 0) => println!("All figures within budget."),
+            (0, stopped) => println!(
+                "The figures measured are within budget; {stopped} part(s) stopped short (see the notes)."
+            ),
+            (over, 0) => println!("{over} figure(s) OVER BUDGET."),
+            (over, stopped) => println!(
+                "{over} figure(s) OVER BUDGET; {stopped} part(s) stopped short (see the notes)."
+            ),
         }
         if !self.notes.is_empty() {
             println!();
@@ -606,7 +619,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
     if options.dream && options.daemon {
         if let Err(error) = dream_figures(options, &mut report, &corpus).await {
-            report.note(format!("the dream cycle figures stopped short: {error:#}"));
+            report.stopped_short("dream cycle", &error);
         }
     } else if options.dream {
         report.note("the dream cycle figures need the daemon; --no-daemon leaves them out".into());
@@ -640,7 +653,7 @@ async fn postgres_figures(options: &Options, report: &mut Report, corpus: &Corpu
         postgres::figures(target, &plan, &binary, corpus, report).await
     };
     if let Err(error) = figures.await {
-        report.note(format!("the PostgreSQL figures stopped short: {error:#}"));
+        report.stopped_short("PostgreSQL", &error);
     }
 }
 

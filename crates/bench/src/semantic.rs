@@ -69,7 +69,7 @@ pub async fn figures(
     }
     let large = if quick { 10_000 } else { LARGE };
     if let Err(error) = run(report, binary, &model_dir, corpus, large, calls).await {
-        report.note(format!("the semantic retrieval figures stopped short: {error:#}"));
+        report.stopped_short("semantic retrieval", &error);
     }
 }
 
