@@ -309,6 +309,14 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE embeddings;
     ALTER TABLE embeddings_by_row RENAME TO embeddings;
     "#,
+    // 12: erasing a memory deletes its rows of the per-task recall log and clears its
+    // connector items, both found by memory; without these indexes each erased memory scanned
+    // both tables whole (the recall log grows with every pack). PostgreSQL has had them from
+    // its first migration.
+    r#"
+    CREATE INDEX task_recalls_by_memory ON task_recalls (memory_id);
+    CREATE INDEX connector_items_by_memory ON connector_items (memory_id);
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.
@@ -426,5 +434,26 @@ mod tests {
             )
             .unwrap();
         assert_eq!((pages, overflow), (1, 0), "one page holds both vectors");
+    }
+
+    /// Every statement erasing a memory runs finds its rows by an index: none scans a table
+    /// that grows with use.
+    #[test]
+    fn erasing_a_memory_scans_no_table() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        apply(&mut connection).unwrap();
+        for statement in [
+            "DELETE FROM memories WHERE id = ?1",
+            "DELETE FROM task_recalls WHERE memory_id = ?1",
+            "UPDATE connector_items SET memory_id = '', content_hash = '' WHERE memory_id = ?1",
+            "DELETE FROM conflict_sets WHERE id IN \
+             (SELECT conflict_id FROM conflict_members WHERE memory_id = ?1)",
+            "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
+        ] {
+            let mut plan = connection.prepare(&format!("EXPLAIN QUERY PLAN {statement}")).unwrap();
+            let steps: Vec<String> =
+                plan.query_map(["mem_x"], |row| row.get(3)).unwrap().map(Result::unwrap).collect();
+            assert!(steps.iter().all(|step| !step.starts_with("SCAN")), "{statement}: {steps:?}");
+        }
     }
 }
