@@ -338,6 +338,16 @@ mod tests {
 
     use super::*;
 
+    /// A database file at `path` as a release with the first `version` migrations left it.
+    fn database_at(path: &std::path::Path, version: usize) -> Connection {
+        let connection = Connection::open(path).unwrap();
+        for (index, migration) in MIGRATIONS[..version].iter().enumerate() {
+            connection.execute_batch(migration).unwrap();
+            connection.pragma_update(None, "user_version", index as i64 + 1).unwrap();
+        }
+        connection
+    }
+
     /// A data directory of the release before `memory_recalls` opens with its recall counts
     /// where reads find them, and recalls go on from there.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -345,11 +355,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("cairn.db");
         {
-            let connection = Connection::open(&path).unwrap();
-            for (index, migration) in MIGRATIONS[..9].iter().enumerate() {
-                connection.execute_batch(migration).unwrap();
-                connection.pragma_update(None, "user_version", index as i64 + 1).unwrap();
-            }
+            let connection = database_at(&path, 9);
             connection
                 .execute_batch(
                     "INSERT INTO memories (id, content, scope, status, created_at, updated_at, \
@@ -380,11 +386,7 @@ mod tests {
         let blob =
             |vector: &[f32]| -> Vec<u8> { vector.iter().flat_map(|v| v.to_le_bytes()).collect() };
         {
-            let connection = Connection::open(&path).unwrap();
-            for (index, migration) in MIGRATIONS[..10].iter().enumerate() {
-                connection.execute_batch(migration).unwrap();
-                connection.pragma_update(None, "user_version", index as i64 + 1).unwrap();
-            }
+            let connection = database_at(&path, 10);
             connection
                 .execute_batch(
                     "INSERT INTO memories (id, content, scope, status, created_at, updated_at) VALUES \
