@@ -10,11 +10,11 @@
 //! four fused multiply-adds and each input vector three. A block of three weight rows (4.5 KB
 //! at 384 columns) stays in the first-level cache while every input row passes over it, so
 //! the weights are read from memory once per layer. A product of four rows or more is split
-//! in two halves of the weight rows (the output's columns), run on two threads
-//! (`rayon::join`): each thread reads half the weights. On an idle 2-core machine a whole
-//! model's products for a 17-token question take 5.9 ms (61 GFLOP/s; 11.5 ms with 4 × 3 blocks
-//! that spilled registers, split by input rows so that both threads read every weight); on a
-//! busy one the caller runs both halves itself.
+//! in two halves of the weight rows (the output's columns), run on the two threads kept for a
+//! request's own work (`cairn_memory::embed::query_join`): each thread reads half the
+//! weights. On an idle 2-core machine a whole model's products for a 17-token question take
+//! 5.9 ms (61 GFLOP/s; 11.5 ms with 4 × 3 blocks that spilled registers, split by input rows so
+//! that both threads read every weight).
 //!
 //! The SIMD is `pulp`'s (gemm's own dependency), in safe code: AVX2 and FMA when the CPU has
 //! them (checked once, at run time), plain code otherwise.
@@ -66,14 +66,14 @@ pub(crate) fn linear(cpu: Cpu, x: &[f32], w: &[f32], bias: &[f32], out: &mut [f3
         cpu.run(Linear { x, w, bias, out: &mut rows, k });
         return;
     }
-    // Two halves of the weight rows (the output's columns) on two threads (rayon's, which
-    // candle's batches use too): each thread reads half the weights, once, and writes its half
-    // of every output row. Where no second thread is free, the caller runs both halves itself.
+    // Two halves of the weight rows (the output's columns) on two threads (the query's own,
+    // see `query_join`): each thread reads half the weights, once, and writes its half of
+    // every output row.
     let half = (n / 2).div_ceil(COLUMNS) * COLUMNS;
     let (mut left, mut right): (Vec<_>, Vec<_>) =
         rows.iter_mut().map(|row| row.split_at_mut(half)).unzip();
     let ((w_left, w_right), (bias_left, bias_right)) = (w.split_at(half * k), bias.split_at(half));
-    rayon::join(
+    cairn_memory::embed::query_join(
         || cpu.run(Linear { x, w: w_left, bias: bias_left, out: &mut left, k }),
         || cpu.run(Linear { x, w: w_right, bias: bias_right, out: &mut right, k }),
     );
