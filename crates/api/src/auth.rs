@@ -126,6 +126,9 @@ struct Claims {
     role: Option<String>,
 }
 
+/// A constant, so that each request's lookup does not parse the name again.
+const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
+
 pub(crate) struct Authenticator {
     config: AuthConfig,
     keys: Arc<dyn KeyStore>,
@@ -184,7 +187,7 @@ impl Authenticator {
         client: Option<IpAddr>,
         account: Option<PeerAccount>,
     ) -> Result<Principal, ApiError> {
-        if let Some(key) = headers.get("x-api-key") {
+        if let Some(key) = headers.get(&X_API_KEY) {
             let key =
                 key.to_str().map_err(|_| unauthorized("the X-API-Key header is not valid text"))?;
             let found =
@@ -343,6 +346,21 @@ fn token_problem(error: &jsonwebtoken::errors::Error) -> String {
 
 /// `localhost`, `127.0.0.1`, `[::1]` (any 127.x address), with or without a port.
 fn is_loopback_authority(authority: &str) -> bool {
+    // The usual answers first, without parsing an address: this runs on every request.
+    for usual in ["127.0.0.1", "localhost"] {
+        let port = authority
+            .get(..usual.len())
+            .filter(|host| host.eq_ignore_ascii_case(usual))
+            .map(|_| &authority[usual.len()..]);
+        if port.is_some_and(|port| {
+            port.is_empty()
+                || port
+                    .strip_prefix(':')
+                    .is_some_and(|port| port.bytes().all(|b| b.is_ascii_digit()))
+        }) {
+            return true;
+        }
+    }
     let host = match authority.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or_default(),
         None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
@@ -424,6 +442,8 @@ mod tests {
             "[::1]:8787",
             "[::1]",
             "127.3.4.5:1",
+            "LocalHost:8787",
+            "127.0.0.1:",
         ] {
             assert!(is_loopback_authority(local), "{local}");
         }
@@ -432,6 +452,9 @@ mod tests {
             "attacker.example:8787",
             "10.0.0.1:8787",
             "localhost.evil.com",
+            "127.0.0.1.evil.com",
+            "127.0.0.1:80:90",
+            "localhostx:80",
             "[::2]:80",
         ] {
             assert!(!is_loopback_authority(remote), "{remote}");

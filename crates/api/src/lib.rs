@@ -22,6 +22,8 @@ use cairn_store::KeyStore;
 use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
 
+use crate::routes::Operation;
+
 pub use crate::auth::{
     AuthConfig, CONVERSATION_TOKEN_PREFIX, JwtVerifier, PeerAccount, Principal, Profile, hash_key,
     new_api_key,
@@ -66,6 +68,14 @@ impl Default for ApiConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub SocketAddr);
 
+/// The client's address and local account a server put in a request's extensions.
+fn peer_of(extensions: &http::Extensions) -> (Option<SocketAddr>, Option<PeerAccount>) {
+    (
+        extensions.get::<ClientAddr>().map(|client| client.0),
+        extensions.get::<PeerAccount>().copied(),
+    )
+}
+
 /// The memory API handler. Cheap to clone; clones share the engine.
 #[derive(Clone)]
 pub struct MemoryApi {
@@ -94,18 +104,36 @@ impl MemoryApi {
     }
 
     /// Answers one request. Never fails: errors become responses in the error envelope.
+    /// The client's address and local account are the request's [`ClientAddr`] and
+    /// [`PeerAccount`] extensions, when the server put them there.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<ResponseBody>
     where
         B: http_body::Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let principal = match self
-            .identify(request.headers(), request.uri(), request.extensions(), &[])
-            .await
-        {
-            Ok(principal) => principal,
-            Err(error) => return error.into_response(),
-        };
+        let (client, account) = peer_of(request.extensions());
+        self.handle_from(request, client, account).await
+    }
+
+    /// [`handle`](MemoryApi::handle) for a request from `client` (its local `account`, when
+    /// known), given here instead of in the request's extensions: a server that knows them
+    /// saves building the extensions' map for every request.
+    pub async fn handle_from<B>(
+        &self,
+        request: Request<B>,
+        client: Option<SocketAddr>,
+        account: Option<PeerAccount>,
+    ) -> Response<ResponseBody>
+    where
+        B: http_body::Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let client = client.map(|client| client.ip());
+        let principal =
+            match self.identify(request.headers(), request.uri(), client, account, &[]).await {
+                Ok(principal) => principal,
+                Err(error) => return error.into_response(),
+            };
         let resolved = routes::resolve(request.method(), request.uri().path())
             .map(|(operation, id)| (operation, id.map(str::to_owned)));
         let (operation, id) = match resolved {
@@ -126,8 +154,19 @@ impl MemoryApi {
             Ok(rate) => rate,
             Err(error) => return error.into_response(),
         };
-        let reply =
-            handlers::dispatch(&self.inner, operation, id.as_deref(), &principal, request).await;
+        let reply = match operation {
+            Operation::Health => handlers::dispatch_health(&self.inner, request.uri()).await,
+            _ => {
+                Box::pin(handlers::dispatch(
+                    &self.inner,
+                    operation,
+                    id.as_deref(),
+                    &principal,
+                    request,
+                ))
+                .await
+            }
+        };
         let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
         for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
             response.headers_mut().insert(name, value);
@@ -146,10 +185,8 @@ impl MemoryApi {
         class: RateClass,
         trusted_origins: &[String],
     ) -> Result<Principal, Response<ResponseBody>> {
-        let principal = self
-            .identify(&parts.headers, &parts.uri, &parts.extensions, trusted_origins)
-            .await
-            .map_err(ApiError::into_response)?;
+        let principal =
+            self.identify_parts(parts, trusted_origins).await.map_err(ApiError::into_response)?;
         self.permit(&principal, role, class).map_err(ApiError::into_response)?;
         Ok(principal)
     }
@@ -166,10 +203,8 @@ impl MemoryApi {
         trusted_origins: &[String],
         conversation: Option<&str>,
     ) -> Result<Principal, Response<ResponseBody>> {
-        let principal = self
-            .identify(&parts.headers, &parts.uri, &parts.extensions, trusted_origins)
-            .await
-            .map_err(ApiError::into_response)?;
+        let principal =
+            self.identify_parts(parts, trusted_origins).await.map_err(ApiError::into_response)?;
         if principal.role != Role::Runtime {
             self.permit(&principal, role, class).map_err(ApiError::into_response)?;
             return Ok(principal);
@@ -193,14 +228,24 @@ impl MemoryApi {
         &self,
         headers: &http::HeaderMap,
         uri: &http::Uri,
-        extensions: &http::Extensions,
+        client: Option<std::net::IpAddr>,
+        account: Option<PeerAccount>,
         trusted_origins: &[String],
     ) -> Result<Principal, ApiError> {
         let authenticator = &self.inner.authenticator;
         authenticator.check_local(headers, uri, trusted_origins)?;
-        let client = extensions.get::<ClientAddr>().map(|client| client.0.ip());
-        let account = extensions.get::<PeerAccount>().copied();
         authenticator.authenticate(headers, client, account).await
+    }
+
+    /// [`identify`](MemoryApi::identify) with the client from the request's extensions.
+    async fn identify_parts(
+        &self,
+        parts: &http::request::Parts,
+        trusted_origins: &[String],
+    ) -> Result<Principal, ApiError> {
+        let (client, account) = peer_of(&parts.extensions);
+        let client = client.map(|client| client.ip());
+        self.identify(&parts.headers, &parts.uri, client, account, trusted_origins).await
     }
 
     /// Whether the caller may go on: its role is at least `role`, and its rate limit of

@@ -6,11 +6,14 @@
 //! gracefully, giving in-flight requests and open sockets a deadline to finish. Handlers
 //! enforce their own body limits.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod body;
@@ -18,22 +21,24 @@ mod connections;
 mod console;
 mod openapi;
 mod peer;
+mod timer;
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, PeerAccount, RateClass, ResponseBody};
 use cairn_mcp::McpHttp;
 use http_body::Body as _;
 
 use crate::body::GuardedBody;
+use crate::timer::ConnectionTimer;
 use cairn_runtime::{Authorization, Authorize, RuntimeHandler, VoiceUpgrade};
 use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
 use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// Transport limits.
 #[derive(Debug, Clone)]
@@ -189,10 +194,6 @@ impl Services {
         peer: SocketAddr,
         account: Option<PeerAccount>,
     ) -> Response<ResponseBody> {
-        request.extensions_mut().insert(ClientAddr(peer));
-        if let Some(account) = account {
-            request.extensions_mut().insert(account);
-        }
         // Copied for the log only when it is written: this runs on every request.
         let logged = tracing::enabled!(tracing::Level::DEBUG)
             .then(|| (request.method().clone(), request.uri().path().to_owned(), Instant::now()));
@@ -205,13 +206,22 @@ impl Services {
         let path = request.uri().path();
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(path));
         let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);
+        if runtime.is_some() || mcp.is_some() {
+            // The runtime and MCP find the client in the request (the memory API is told).
+            request.extensions_mut().insert(ClientAddr(peer));
+            if let Some(account) = account {
+                request.extensions_mut().insert(account);
+            }
+        }
         if runtime.is_some() {
             bearer_from_query(&mut request);
         }
+        // The runtime's and MCP's futures are large: boxed, so that every request's future
+        // (which hyper moves into place for each request) stays the size the API's needs.
         let response = match (runtime, mcp) {
-            (Some(runtime), _) => runtime.handle(request).await,
-            (None, Some(mcp)) => self.handle_mcp(mcp, request).await,
-            (None, None) => self.memory.handle(request).await,
+            (Some(runtime), _) => Box::pin(runtime.handle(request)).await,
+            (None, Some(mcp)) => Box::pin(self.handle_mcp(mcp, request)).await,
+            (None, None) => self.memory.handle_from(request, Some(peer), account).await,
         };
         if let Some((method, path, started)) = &logged {
             tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
@@ -227,19 +237,23 @@ pub async fn serve(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let graceful = GracefulShutdown::new();
+    let open = Arc::new(OpenConnections::default());
     let body_slots = Arc::new(body::BodySlots::new(config.max_body_reads_per_address));
     let connection_slots = Arc::new(Semaphore::new(config.max_connections));
     let per_address = connections::AddressSlots::new(config.max_connections_per_address);
     let refusals = Arc::new(Semaphore::new(connections::MAX_REFUSALS_AT_ONCE));
     // Every connection task and voice socket holds a sender; when all are gone, `recv`
-    // answers `None`: what shutdown waits for besides hyper's own connections.
+    // answers `None`: what shutdown waits for.
     let (sockets_open, mut sockets_closed) = mpsc::channel::<()>(1);
     let owner = local_accounts_owner(config.identify_local_accounts);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
-    builder
-        .http2()
+    // HTTP/1 connections (all but HTTP/2 with prior knowledge) are served by hyper's HTTP/1
+    // connection directly; a connection whose first bytes may be HTTP/2's preface goes to
+    // the auto builder, which reads the preface and serves either.
+    let mut http1 = http1::Builder::new();
+    http1.header_read_timeout(config.header_read_timeout);
+    let mut auto = auto::Builder::new(TokioExecutor::new());
+    auto.http1().header_read_timeout(config.header_read_timeout);
+    auto.http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(10));
@@ -271,18 +285,25 @@ pub async fn serve(
             connections::refuse(stream, peer, per_address.limit(), &refusals);
             continue;
         };
-        let (services, sockets_open) = (services.clone(), sockets_open.clone());
+        // Registered here, before its task runs, so shutdown cannot miss it.
+        let finish = open.register();
+        let sockets_open = sockets_open.clone();
+        let services = services.clone();
         let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
-        let (builder, watcher, first_byte_timeout) =
-            (builder.clone(), graceful.watcher(), config.header_read_timeout);
+        let (http1, auto, first_byte_timeout) =
+            (http1.clone(), auto.clone(), config.header_read_timeout);
         tokio::spawn(async move {
             // The protocol is sniffed from the first bytes, before hyper's own header
             // timeout starts: a client that connects and says nothing must not hold a slot.
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)).await {
-                Ok(Ok(read)) if read > 0 => {}
+            let mut first = [0u8; 2];
+            let read = match tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)).await
+            {
+                Ok(Ok(read)) if read > 0 => read,
                 _ => return,
-            }
+            };
+            // HTTP/2's preface begins `PR`; no HTTP/1 request does (`POST`, `PUT`, `PATCH`
+            // begin with `P` too, so one byte alone does not tell).
+            let http2_maybe = first[0] == b'P' && (read < 2 || first[1] == b'R');
             let account = match (owner, stream.local_addr()) {
                 (Some(owner), Ok(local)) => Some(
                     tokio::task::spawn_blocking(move || peer::account_of(peer, local, owner))
@@ -295,46 +316,42 @@ pub async fn serve(
             // keeps the connection's slots until it closes, so it still counts against
             // `max_connections` and the address's share.
             let held: Held = Arc::new((permit, address_slot, sockets_open));
-            let connection_held = held.clone();
+            // What every request of the connection shares, cloned once here: a request
+            // clones this one `Arc`, which no other connection touches.
+            let shared = Arc::new(Connection { services, peer, account, slots, body_timeout });
+            let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
-                let (services, held) = (services.clone(), held.clone());
-                let slot = match request.body().is_end_stream() {
-                    true => Ok(None),
-                    false => slots.take(peer.ip()).map(Some).ok_or(()),
-                };
-                let request =
-                    slot.map(|slot| request.map(|body| GuardedBody::new(body, body_timeout, slot)));
-                async move {
-                    let Ok(mut request) = request else {
-                        return Ok::<_, Infallible>(too_many_bodies(peer));
-                    };
-                    if request.method() == http::Method::GET {
-                        // Taken before the handler sees the request: its answer may be a 101.
-                        let pending = request
-                            .headers()
-                            .contains_key(http::header::UPGRADE)
-                            .then(|| hyper::upgrade::on(&mut request));
-                        let mut response = services.handle(request, peer, account).await;
-                        if let Some(pending) = pending {
-                            spawn_voice_socket(&mut response, pending, held);
-                        }
-                        return Ok::<_, Infallible>(response);
-                    }
-                    // A handler that may write runs to completion even when its client goes
-                    // away, so a committed write also finishes what follows it. Reads need not.
-                    let handled =
-                        tokio::spawn(async move { services.handle(request, peer, account).await });
-                    Ok(handled.await.unwrap_or_else(|error| {
-                        tracing::error!(%error, "request handler failed");
-                        ApiError::new(ErrorCode::InternalError, "internal error").into_response()
-                    }))
-                }
+                let shared = shared.clone();
+                let held = request
+                    .headers()
+                    .contains_key(http::header::UPGRADE)
+                    .then(|| upgrade_held.clone());
+                shared.respond(request, held)
             });
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            if let Err(error) = watcher.watch(connection.into_owned()).await {
+            // Each connection has its own timer for the slow-loris guard (see `timer`).
+            let io = TokioIo::new(stream);
+            let ended = if http2_maybe {
+                let mut auto = auto;
+                auto.http1().timer(ConnectionTimer::default());
+                let connection = auto.serve_connection_with_upgrades(io, service);
+                until_finished(connection, &finish.signal, |connection| {
+                    connection.graceful_shutdown()
+                })
+                .await
+            } else {
+                let mut http1 = http1;
+                http1.timer(ConnectionTimer::default());
+                let connection = http1.serve_connection(io, service).with_upgrades();
+                until_finished(connection, &finish.signal, |connection| {
+                    connection.graceful_shutdown()
+                })
+                .await
+                .map_err(Into::into)
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
-            drop(connection_held);
+            drop((held, finish));
         });
     }
 
@@ -345,15 +362,124 @@ pub async fn serve(
         // sockets get a close frame (1001).
         runtime.shutdown();
     }
+    open.finish_all();
     drop(sockets_open);
-    let drained = async {
-        tokio::join!(graceful.shutdown(), sockets_closed.recv());
-    };
     tokio::select! {
-        () = drained => tracing::info!("all connections closed"),
+        _ = sockets_closed.recv() => tracing::info!("all connections closed"),
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
     }
     Ok(())
+}
+
+/// What the requests of one connection share.
+struct Connection {
+    services: Services,
+    peer: SocketAddr,
+    account: Option<PeerAccount>,
+    slots: Arc<body::BodySlots>,
+    body_timeout: Duration,
+}
+
+impl Connection {
+    /// Answers one request; `held` is the connection's slots when it asks for an upgrade.
+    fn respond(
+        self: Arc<Connection>,
+        request: Request<Incoming>,
+        held: Option<Held>,
+    ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> + Send + 'static {
+        let peer = self.peer;
+        let slot = match request.body().is_end_stream() {
+            true => Ok(None),
+            false => self.slots.take(peer.ip()).map(Some).ok_or(()),
+        };
+        let request =
+            slot.map(|slot| request.map(|body| GuardedBody::new(body, self.body_timeout, slot)));
+        async move {
+            let Ok(mut request) = request else {
+                return Ok(too_many_bodies(peer));
+            };
+            if request.method() == http::Method::GET {
+                // Taken before the handler sees the request: its answer may be a 101.
+                let pending = held.map(|held| (hyper::upgrade::on(&mut request), held));
+                let mut response = self.services.handle(request, peer, self.account).await;
+                if let Some((pending, held)) = pending {
+                    spawn_voice_socket(&mut response, pending, held);
+                }
+                return Ok(response);
+            }
+            // A handler that may write runs to completion even when its client goes away,
+            // so a committed write also finishes what follows it. Reads need not.
+            let handled = tokio::spawn(async move {
+                self.services.handle(request, self.peer, self.account).await
+            });
+            Ok(handled.await.unwrap_or_else(|error| {
+                tracing::error!(%error, "request handler failed");
+                ApiError::new(ErrorCode::InternalError, "internal error").into_response()
+            }))
+        }
+    }
+}
+
+/// The connections being served, each with a signal of its own to finish: a connection's
+/// task waits on a signal no other connection touches (hyper-util's `GracefulShutdown`
+/// has every connection poll one shared channel, under its lock, each time it wakes).
+#[derive(Default)]
+struct OpenConnections {
+    signals: Mutex<HashMap<u64, Arc<Notify>>>,
+    next: AtomicU64,
+}
+
+/// One connection's place in [`OpenConnections`], left when dropped.
+struct Registered {
+    open: Arc<OpenConnections>,
+    id: u64,
+    signal: Arc<Notify>,
+}
+
+impl OpenConnections {
+    fn register(self: &Arc<OpenConnections>) -> Registered {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let signal = Arc::new(Notify::new());
+        self.signals.lock().expect("never poisoned").insert(id, signal.clone());
+        Registered { open: self.clone(), id, signal }
+    }
+
+    /// Tells every open connection to finish: it answers what it is answering and closes.
+    fn finish_all(&self) {
+        for signal in self.signals.lock().expect("never poisoned").values() {
+            // A connection not waiting yet gets the permit when it does.
+            signal.notify_one();
+        }
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut signals) = self.open.signals.lock() {
+            signals.remove(&self.id);
+        }
+    }
+}
+
+/// Drives `connection` to its end; once `finish` is signalled, it is asked to shut down
+/// gracefully (finish the request in flight, then close) and driven on until it has.
+async fn until_finished<C, E>(
+    connection: C,
+    finish: &Notify,
+    graceful_shutdown: impl FnOnce(Pin<&mut C>),
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        biased;
+        ended = connection.as_mut() => ended,
+        () = finish.notified() => {
+            graceful_shutdown(connection.as_mut());
+            connection.await
+        }
+    }
 }
 
 /// What a connection holds while it is served, and a voice socket upgraded from it while it
