@@ -163,7 +163,7 @@ impl FlatIndex {
         admits: &impl Fn(&RowLabels) -> bool,
         k: usize,
     ) -> Vec<(usize, f32)> {
-        let mut scored: Vec<(usize, f32)> = Vec::with_capacity(rows.len());
+        let mut best = Best::new(k, rows.len());
         let first = rows.start;
         let rows = self.rows[rows.start * self.dimensions..rows.end * self.dimensions]
             .chunks_exact(self.dimensions)
@@ -178,19 +178,19 @@ impl FlatIndex {
                 for (offset, ((row, labels), row_scale)) in rows.enumerate() {
                     if admits(labels) {
                         let dot = avx2::dot(simd, row, &query);
-                        scored.push((first + offset, dot as f32 * row_scale * scale));
+                        best.offer(first + offset, dot as f32 * row_scale * scale);
                     }
                 }
             });
-            return keep_best(scored, k);
+            return best.into_vec();
         }
         for (offset, ((row, labels), row_scale)) in rows.enumerate() {
             if admits(labels) {
                 let dot = dot_i8(row, &query.bytes);
-                scored.push((first + offset, dot as f32 * row_scale * scale));
+                best.offer(first + offset, dot as f32 * row_scale * scale);
             }
         }
-        keep_best(scored, k)
+        best.into_vec()
     }
 
     /// The `k` best of the scored rows, best first, with their ids.
@@ -405,11 +405,51 @@ impl Query {
 
 /// The `k` best of `scored` (all when they are fewer), in no order.
 fn keep_best(mut scored: Vec<(usize, f32)>, k: usize) -> Vec<(usize, f32)> {
+    cut_to_best(&mut scored, k);
+    scored
+}
+
+fn cut_to_best(scored: &mut Vec<(usize, f32)>, k: usize) {
     if k < scored.len() {
         scored.select_nth_unstable_by(k, |a, b| b.1.total_cmp(&a.1));
         scored.truncate(k);
     }
-    scored
+}
+
+/// The `k` best rows a scan has offered so far, in a buffer of a few times `k` cut back to
+/// the best `k` whenever it fills, below whose worst no row is taken any more. A scan of
+/// 100,000 rows kept a score for each: 1.6 MB allocated, faulted in and freed a query.
+struct Best {
+    k: usize,
+    scored: Vec<(usize, f32)>,
+    /// The worst score kept at the last cut: a row must beat it to be one of the best.
+    floor: f32,
+}
+
+impl Best {
+    fn new(k: usize, rows: usize) -> Best {
+        let capacity = (4 * k).max(1_024).min(rows);
+        Best { k, scored: Vec::with_capacity(capacity), floor: f32::NEG_INFINITY }
+    }
+
+    #[inline(always)]
+    fn offer(&mut self, position: usize, score: f32) {
+        if score <= self.floor {
+            return;
+        }
+        if self.scored.len() == self.scored.capacity() {
+            cut_to_best(&mut self.scored, self.k);
+            self.floor = self.scored.iter().map(|row| row.1).fold(f32::INFINITY, f32::min);
+            if score <= self.floor {
+                return;
+            }
+        }
+        self.scored.push((position, score));
+    }
+
+    fn into_vec(self) -> Vec<(usize, f32)> {
+        keep_best(self.scored, self.k)
+    }
 }
 
 /// The integer dot product of a row with the query, 32 bytes an instruction: `q · r` is
