@@ -139,10 +139,21 @@ fn without_possessive(word: &str) -> &str {
     word.strip_suffix("'s").unwrap_or(word)
 }
 
-/// A capitalised word of two letters or more that is not a stop word.
+/// A capitalised word of two letters or more that is not a stop word, written as names are:
+/// a capital only at its start or after an apostrophe (`O'Brien`). An identifier
+/// (`InvoiceLoader`) or an acronym (`API`) is not one, so a coding task that names a type
+/// does not wait for the full-text search that looks for speakers before its embedding.
 fn is_name_like(word: &str) -> bool {
-    word.chars().next().is_some_and(char::is_uppercase)
+    let mut letters = word.chars();
+    letters.next().is_some_and(char::is_uppercase)
         && word.chars().count() > 1
+        && letters
+            .scan(true, |after_letter, c| {
+                let capital_inside = *after_letter && c.is_uppercase();
+                *after_letter = c.is_alphabetic();
+                Some(capital_inside)
+            })
+            .all(|capital_inside| !capital_inside)
         && !text::is_stop_word(&word.to_lowercase())
 }
 
@@ -295,6 +306,11 @@ mod tests {
         );
         assert!(may_name("What did Caroline paint?"));
         assert!(!may_name("What did she paint? I wonder"), "stop words and single letters");
+        assert!(may_name("Did O'Brien's team ship?"));
+        assert!(
+            !may_name("fix InvoiceLoader in the API client for CI"),
+            "identifiers and acronyms are not names"
+        );
     }
 
     #[tokio::test]
