@@ -357,6 +357,16 @@ async fn work(semantic: std::sync::Weak<Semantic>, store: Arc<dyn Store>, wake: 
     }
 }
 
+/// The worker holds the store; woken, it finds the index gone and ends, so dropping the
+/// engine closes the store's connections now rather than after the worker's idle wait (5 s:
+/// long enough for a program that dropped its engine to open the file in another process and
+/// find this one's checkpoints running on it).
+impl Drop for Semantic {
+    fn drop(&mut self) {
+        self.wake.notify_one();
+    }
+}
+
 /// Whether this daemon embeds.
 enum Embedding {
     /// Not asked yet, or the store could not say.
@@ -707,6 +717,25 @@ mod tests {
                 TextMatch { memory, relevance: 1.0 }
             })
             .collect()
+    }
+
+    /// Dropping the engine lets go of the store at once: the embedding worker ends instead of
+    /// holding it through its idle wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_engine_lets_go_of_its_store() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            cairn_store_sqlite::SqliteStore::open(&directory.path().join("c.db")).unwrap(),
+        );
+        let engine =
+            crate::Engine::new(store.clone()).with_embedder(Arc::new(HashingEmbedder::new(64)));
+        engine.embeddings_settled().await.unwrap();
+        drop(engine);
+        let started = std::time::Instant::now();
+        while Arc::strong_count(&store) > 1 {
+            assert!(started.elapsed() < IDLE / 2, "the worker still holds the store");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
