@@ -497,10 +497,12 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         let dir = tempfile::Builder::new().prefix("cairn-bench-").tempdir()?;
         let database = dir.path().join("cairn.db");
         let mut rng = Rng::new(options.seed ^ size as u64);
+        let store = Arc::new(
+            SqliteStore::open(&database)
+                .with_context(|| format!("cannot open {}", database.display()))?,
+        );
         {
-            let store = SqliteStore::open(&database)
-                .with_context(|| format!("cannot open {}", database.display()))?;
-            let engine = Engine::new(Arc::new(store));
+            let engine = Engine::new(store.clone());
 
             eprintln!("[{n}] ingesting…");
             let ingest = inproc::ingest(&engine, &corpus, &mut rng, size).await?;
@@ -594,8 +596,16 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
                 format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
             );
             drop(hybrid);
-            // The engine and its connections close here, before the daemon opens the file.
         }
+        // The engine's background tasks (the last recall window, the embedding worker) let go
+        // of the store shortly after it is dropped; its connections and checkpointer close
+        // with the last handle, before the daemon opens the file.
+        let released = Instant::now();
+        while Arc::strong_count(&store) > 1 && released.elapsed() < Duration::from_secs(30) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::ensure!(Arc::strong_count(&store) == 1, "the engine still holds the store");
+        drop(store);
 
         if size == largest && options.daemon {
             eprintln!("[{n}] daemon…");
