@@ -1015,7 +1015,6 @@ impl MemoryStore for SqliteStore {
                 for statement in [
                     // The FTS trigger removes a live memory's entry; vectors cascade.
                     "DELETE FROM memories WHERE id = ?1",
-                    "DELETE FROM task_recalls WHERE memory_id = ?1",
                     // Its connector item stays, erased, so no sync imports the text again.
                     "UPDATE connector_items SET memory_id = '', content_hash = '' \
                      WHERE memory_id = ?1",
@@ -1028,6 +1027,17 @@ impl MemoryStore for SqliteStore {
                 }
                 audit::append(tx, &audit, at, id, None, None)?;
                 erased.push(id.clone());
+            }
+            // The per-task recall log has no index by memory (each pack would pay for it, and
+            // the steady pack's p99 rose by 2 ms with one): one pass over it for them all.
+            if !erased.is_empty() {
+                let erased = serde_json::to_string(&erased).map_err(StoreError::backend)?;
+                tx.prepare_cached(
+                    "DELETE FROM task_recalls WHERE memory_id IN (SELECT value FROM json_each(?1))",
+                )
+                .map_err(sql)?
+                .execute([erased])
+                .map_err(sql)?;
             }
             Ok((erased, live))
         })
