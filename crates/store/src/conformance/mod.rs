@@ -579,6 +579,11 @@ async fn recalls_recorded_together_count_each_and_keep_the_latest(store: Arc<dyn
         .erase_memories(std::slice::from_ref(&a.id), Timestamp::from_millis(10_000), &erase)
         .await
         .unwrap();
+    assert_eq!(
+        store.recalled_for_task("deploy").await.unwrap(),
+        [b.id.clone()],
+        "an erased memory left the per-task recall log"
+    );
     store.insert_memories(std::slice::from_ref(&a), "tester").await.unwrap();
     assert_eq!(read(&a).await, (0, None), "an erased memory's recalls went with it");
 }
