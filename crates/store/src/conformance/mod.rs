@@ -581,7 +581,7 @@ async fn recalls_recorded_together_count_each_and_keep_the_latest(store: Arc<dyn
         .unwrap();
     assert_eq!(
         store.recalled_for_task("deploy").await.unwrap(),
-        [b.id.clone()],
+        [b.id.as_str()],
         "an erased memory left the per-task recall log"
     );
     store.insert_memories(std::slice::from_ref(&a), "tester").await.unwrap();
