@@ -378,14 +378,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
         let store: std::sync::Arc<dyn cairn_store::Store> = std::sync::Arc::new(store.unwrap());
-        let new = |content: &str| cairn_types::NewMemory {
-            content: content.to_owned(),
-            scope: Scope::User,
-            repo: None,
-            tags: vec![],
-            source: None,
-            metadata: Default::default(),
-        };
+        let new = |content: &str| crate::testing::memory(content, Scope::User);
         let inputs = vec![new("Use pnpm, not npm."), new("pnpm store lives in ~/.pnpm-store")];
         let created = Engine::new(store.clone()).create_memories(inputs, "tester").await.unwrap();
         // A new engine over the same store counts nothing ahead, as after a restart.
@@ -408,14 +401,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
         let engine = Engine::new(std::sync::Arc::new(store.unwrap()));
-        let new = |content: &str| cairn_types::NewMemory {
-            content: content.to_owned(),
-            scope: Scope::User,
-            repo: None,
-            tags: vec![],
-            source: None,
-            metadata: Default::default(),
-        };
+        let new = |content: &str| crate::testing::memory(content, Scope::User);
         let single = engine.create_memory(new("Use pnpm, not npm."), "tester").await.unwrap();
         let counted = tokens::count_tokens(&format_entry(&single));
         let waited = std::time::Instant::now();

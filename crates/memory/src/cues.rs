@@ -326,17 +326,8 @@ mod tests {
             "Release notes are written on Fridays.",
             "Jon: The dance studio opens in May.",
         ];
-        let memories = contents
-            .iter()
-            .map(|content| cairn_types::NewMemory {
-                content: (*content).to_owned(),
-                scope: Scope::User,
-                repo: None,
-                tags: Vec::new(),
-                source: None,
-                metadata: Default::default(),
-            })
-            .collect();
+        let memories =
+            contents.iter().map(|content| crate::testing::memory(content, Scope::User)).collect();
         engine.create_memories(memories, "tester").await.unwrap();
         let query = cairn_types::SearchQuery {
             q: Some("What class did Caroline take?".to_owned()),

@@ -759,3 +759,21 @@ impl Engine {
         Ok(ErasureReport { memories: erased, conversations: deleted })
     }
 }
+
+/// What the crate's tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use cairn_types::{NewMemory, Scope};
+
+    /// A memory to create: `content` in `scope`, with no repository, tags, source or metadata.
+    pub(crate) fn memory(content: &str, scope: Scope) -> NewMemory {
+        NewMemory {
+            content: content.to_owned(),
+            scope,
+            repo: None,
+            tags: Vec::new(),
+            source: None,
+            metadata: Default::default(),
+        }
+    }
+}

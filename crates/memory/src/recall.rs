@@ -197,7 +197,7 @@ impl PendingRecalls {
 mod tests {
     use std::sync::Arc;
 
-    use cairn_types::{NewMemory, PatchEvidenceRequest, Scope};
+    use cairn_types::{PatchEvidenceRequest, Scope};
 
     use crate::{Engine, text};
 
@@ -206,14 +206,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let store = cairn_store_sqlite::SqliteStore::open(&directory.path().join("cairn.db"));
         let engine = Engine::new(Arc::new(store.unwrap()));
-        let input = NewMemory {
-            content: "Deploys go through the release script.".to_owned(),
-            scope: Scope::Repo,
-            repo: None,
-            tags: Vec::new(),
-            source: None,
-            metadata: Default::default(),
-        };
+        let input = crate::testing::memory("Deploys go through the release script.", Scope::Repo);
         let memory = engine.create_memory(input, "t").await.unwrap();
         let task = "ship the release";
         let key = text::task_key(task);
@@ -248,14 +241,7 @@ mod tests {
         let engine = Arc::new(Engine::new(Arc::new(store.unwrap())));
         let mut ids = Vec::new();
         for content in ["Deploys go through the release script.", "Deploys need a tag first."] {
-            let input = NewMemory {
-                content: content.to_owned(),
-                scope: Scope::Repo,
-                repo: None,
-                tags: Vec::new(),
-                source: None,
-                metadata: Default::default(),
-            };
+            let input = crate::testing::memory(content, Scope::Repo);
             ids.push(engine.create_memory(input, "t").await.unwrap().id);
         }
         let packs: Vec<_> = (0..40)

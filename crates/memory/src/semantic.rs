@@ -740,7 +740,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn memories_are_embedded_in_the_background_and_found_by_meaning() {
-        use cairn_types::{NewMemory, RetrievalMode, SearchQuery};
+        use cairn_types::{RetrievalMode, SearchQuery};
 
         use crate::Engine;
 
@@ -748,14 +748,7 @@ mod tests {
         let path = directory.path().join("cairn.db");
         let open = || Arc::new(cairn_store_sqlite::SqliteStore::open(&path).unwrap());
         let engine = Engine::new(open()).with_embedder(Arc::new(HashingEmbedder::new(256)));
-        let new = |content: &str| NewMemory {
-            content: content.to_owned(),
-            scope: Scope::User,
-            repo: None,
-            tags: vec![],
-            source: None,
-            metadata: Default::default(),
-        };
+        let new = |content: &str| crate::testing::memory(content, Scope::User);
         let texts = [
             "the staging cluster restarts nightly",
             "coffee machine on floor two",
@@ -1062,13 +1055,10 @@ mod tests {
     }
 
     fn new_memory(content: &str, repo: Option<&str>) -> cairn_types::NewMemory {
+        let scope = if repo.is_some() { Scope::Repo } else { Scope::User };
         cairn_types::NewMemory {
-            content: content.to_owned(),
-            scope: if repo.is_some() { Scope::Repo } else { Scope::User },
             repo: repo.map(str::to_owned),
-            tags: vec![],
-            source: None,
-            metadata: Default::default(),
+            ..crate::testing::memory(content, scope)
         }
     }
 
