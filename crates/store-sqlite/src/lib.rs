@@ -1243,22 +1243,26 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
     }
 
+    /// Inserts `count` memories of about a kilobyte each (`fill` repeated), a large log, and
+    /// returns them.
+    async fn insert_large_memories(store: &SqliteStore, count: i64, fill: char) -> Vec<Memory> {
+        let text = fill.to_string().repeat(1_000);
+        let memories: Vec<Memory> = (0..count)
+            .map(|n| {
+                let content = format!("{n} {text}");
+                cairn_store::conformance::sample_memory(&content, cairn_types::Scope::User, n)
+            })
+            .collect();
+        store.insert_memories(&memories, "tester").await.unwrap();
+        memories
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn checkpoints_keep_the_log_bounded() {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("cairn.db");
         let store = SqliteStore::open(&path).unwrap();
-        let text = "x".repeat(1_000);
-        let memories: Vec<Memory> = (0..3_000)
-            .map(|n| {
-                cairn_store::conformance::sample_memory(
-                    &format!("{n} {text}"),
-                    cairn_types::Scope::User,
-                    n,
-                )
-            })
-            .collect();
-        store.insert_memories(&memories, "tester").await.unwrap();
+        insert_large_memories(&store, 3_000, 'x').await;
         let wal = directory.path().join("cairn.db-wal");
         let limit = 1024 * 1024;
         assert!(std::fs::metadata(&wal).unwrap().len() > limit, "the test writes a large log");
@@ -1283,14 +1287,7 @@ mod tests {
         let directory = tempfile::tempdir().unwrap();
         let path = directory.path().join("cairn.db");
         let store = SqliteStore::open(&path).unwrap();
-        let text = "y".repeat(1_000);
-        let memories: Vec<Memory> = (0..2_000)
-            .map(|n| {
-                let content = format!("{n} {text}");
-                cairn_store::conformance::sample_memory(&content, cairn_types::Scope::User, n)
-            })
-            .collect();
-        store.insert_memories(&memories, "tester").await.unwrap();
+        let memories = insert_large_memories(&store, 2_000, 'y').await;
         let wal = directory.path().join("cairn.db-wal");
         let restart_at = 1024 * 1024;
         assert!(std::fs::metadata(&wal).unwrap().len() > restart_at);
