@@ -173,11 +173,10 @@ impl FlatIndex {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = self.v3 {
             // pulp runs the closure in a function compiled with AVX2 enabled.
-            let query = avx2::Query::new(&query.bytes);
             simd.vectorize(|| {
                 for (offset, ((row, labels), row_scale)) in rows.enumerate() {
                     if admits(labels) {
-                        let dot = avx2::dot(simd, row, &query);
+                        let dot = avx2::dot(simd, row, &query.blocks);
                         best.offer(first + offset, dot as f32 * row_scale * scale);
                     }
                 }
@@ -390,16 +389,24 @@ where
 /// rows) is not worth the other thread's wake-up.
 const PARALLEL_ROWS: usize = 20_000;
 
-/// A query quantised as the rows are.
+/// A query quantised as the rows are, prepared once for every row it meets.
 struct Query {
     bytes: Vec<i8>,
     scale: f32,
+    /// The bytes as [`avx2::dot`] reads them.
+    #[cfg(target_arch = "x86_64")]
+    blocks: avx2::Blocks,
 }
 
 impl Query {
     fn new(vector: &[f32]) -> Query {
         let (bytes, scale) = quantize(vector);
-        Query { bytes, scale }
+        Query {
+            #[cfg(target_arch = "x86_64")]
+            blocks: avx2::Blocks::new(&bytes),
+            bytes,
+            scale,
+        }
     }
 }
 
@@ -464,23 +471,24 @@ mod avx2 {
     use std::arch::x86_64::__m256i;
 
     /// The quantised query in 32-byte blocks, with its blocks' magnitudes, and what is left.
-    pub(super) struct Query<'a> {
+    pub(super) struct Blocks {
         blocks: Vec<__m256i>,
         magnitudes: Vec<__m256i>,
-        tail: &'a [i8],
+        tail: Vec<i8>,
     }
 
-    impl<'a> Query<'a> {
-        pub(super) fn new(query: &'a [i8]) -> Query<'a> {
+    impl Blocks {
+        pub(super) fn new(query: &[i8]) -> Blocks {
             let (blocks, tail) = pulp::as_arrays::<32, i8>(query);
             let magnitudes =
                 blocks.iter().map(|block| cast(block.map(|byte| byte.abs()))).collect();
-            Query { blocks: blocks.iter().map(|block| cast(*block)).collect(), magnitudes, tail }
+            let blocks = blocks.iter().map(|block| cast(*block)).collect();
+            Blocks { blocks, magnitudes, tail: tail.to_vec() }
         }
     }
 
     #[inline(always)]
-    pub(super) fn dot(simd: V3, row: &[i8], query: &Query) -> i32 {
+    pub(super) fn dot(simd: V3, row: &[i8], query: &Blocks) -> i32 {
         let (blocks, tail) = pulp::as_arrays::<32, i8>(row);
         let ones: __m256i = cast(simd.splat_i16x16(1));
         let mut sums: __m256i = cast(simd.splat_i32x8(0));
@@ -491,7 +499,7 @@ mod avx2 {
         }
         let lanes: [i32; 8] = cast(sums);
         let tail: i32 =
-            tail.iter().zip(query.tail).map(|(a, b)| i32::from(*a) * i32::from(*b)).sum();
+            tail.iter().zip(&query.tail).map(|(a, b)| i32::from(*a) * i32::from(*b)).sum();
         lanes.iter().sum::<i32>() + tail
     }
 }
@@ -700,13 +708,13 @@ mod tests {
         let Some(simd) = pulp::x86::V3::try_new() else { return };
         for (dimensions, seed) in [(384, 1), (45, 2), (31, 3), (64, 4), (384, 5)] {
             let (row, query) = (bytes(dimensions, seed), bytes(dimensions, seed + 100));
-            let prepared = avx2::Query::new(&query);
+            let prepared = avx2::Blocks::new(&query);
             let fast = simd.vectorize(|| avx2::dot(simd, &row, &prepared));
             assert_eq!(fast, dot_i8(&row, &query), "{dimensions} dimensions");
         }
         // The extremes: every product ±127 × 127.
         let (row, query) = (vec![127i8; 384], vec![-127i8; 384]);
-        let prepared = avx2::Query::new(&query);
+        let prepared = avx2::Blocks::new(&query);
         assert_eq!(simd.vectorize(|| avx2::dot(simd, &row, &prepared)), -127 * 127 * 384);
     }
 
