@@ -321,6 +321,20 @@ async fn rate_limits_apply_per_principal_and_class() {
     assert_eq!(read.body["total"], 3, "the refused write changed nothing");
 }
 
+#[tokio::test]
+async fn health_spends_no_rate_limit_so_a_probe_never_sees_429() {
+    let daemon = Daemon::start_with(&[], &[("SERVICE_RATE_LIMIT_READ", "2")]);
+    for _ in 0..2 {
+        assert_eq!(daemon.get("/api/memories").await.status, 200);
+    }
+    daemon.get("/api/memories").await.assert_error(429, "RATE_LIMITED");
+    for _ in 0..5 {
+        let health = daemon.get("/api/health").await;
+        assert_eq!(health.status, 200, "the read budget is spent, health still answers");
+        assert!(!health.headers.contains_key("ratelimit-limit"), "{:?}", health.headers);
+    }
+}
+
 /// The effective uid of this test process, from `/proc/self/status`.
 fn own_uid() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

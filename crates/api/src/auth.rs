@@ -126,6 +126,14 @@ struct Claims {
     role: Option<String>,
 }
 
+/// A request's credentials, as [`Authenticator::authenticate`] reads them.
+enum Credentials<'h> {
+    /// No lookup needed: the principal, or why there is none.
+    Known(Result<Principal, ApiError>),
+    ApiKey(&'h str),
+    ConversationToken(&'h str),
+}
+
 /// A constant, so that each request's lookup does not parse the name again.
 const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
 
@@ -181,51 +189,91 @@ impl Authenticator {
         Ok(())
     }
 
+    /// Who is calling, from the request's credentials: an API key or a conversation token
+    /// (looked up in the store), a JWT, or none (the solo profile's local caller).
     pub(crate) async fn authenticate(
         &self,
         headers: &HeaderMap,
         client: Option<IpAddr>,
         account: Option<PeerAccount>,
     ) -> Result<Principal, ApiError> {
+        match self.credentials(headers, client, account) {
+            Credentials::Known(principal) => principal,
+            Credentials::ApiKey(key) => self.api_key(key).await,
+            Credentials::ConversationToken(token) => self.conversation_token(token).await,
+        }
+    }
+
+    /// [`authenticate`](Authenticator::authenticate) when it needs no lookup (no API key
+    /// or conversation token); `None` when it does.
+    pub(crate) fn authenticate_now(
+        &self,
+        headers: &HeaderMap,
+        client: Option<IpAddr>,
+        account: Option<PeerAccount>,
+    ) -> Option<Result<Principal, ApiError>> {
+        match self.credentials(headers, client, account) {
+            Credentials::Known(principal) => Some(principal),
+            Credentials::ApiKey(_) | Credentials::ConversationToken(_) => None,
+        }
+    }
+
+    /// What the request's credentials are; what they say, when that needs no lookup.
+    fn credentials<'h>(
+        &self,
+        headers: &'h HeaderMap,
+        client: Option<IpAddr>,
+        account: Option<PeerAccount>,
+    ) -> Credentials<'h> {
         if let Some(key) = headers.get(&X_API_KEY) {
-            let key =
-                key.to_str().map_err(|_| unauthorized("the X-API-Key header is not valid text"))?;
-            let found =
-                self.keys.find_active_key(&hash_key(key.trim())).await.map_err(|error| {
-                    tracing::error!(%error, "key lookup failed");
-                    ApiError::new(ErrorCode::InternalError, "internal error")
-                })?;
-            let key = found
-                .ok_or_else(|| unauthorized("the API key is not valid (unknown or revoked)"))?;
-            return Ok(Principal {
-                id: format!("key:{}", key.id),
-                role: key.role,
-                conversation: None,
-            });
+            return match key.to_str() {
+                Ok(key) => Credentials::ApiKey(key.trim()),
+                Err(_) => {
+                    Credentials::Known(Err(unauthorized("the X-API-Key header is not valid text")))
+                }
+            };
         }
         if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
-            let authorization = authorization
-                .to_str()
-                .map_err(|_| unauthorized("the Authorization header is not valid text"))?;
-            let token = authorization
+            let Ok(authorization) = authorization.to_str() else {
+                return Credentials::Known(Err(unauthorized(
+                    "the Authorization header is not valid text",
+                )));
+            };
+            let Some(token) = authorization
                 .strip_prefix("Bearer ")
                 .or_else(|| authorization.strip_prefix("bearer "))
-                .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <token>`"))?;
+            else {
+                return Credentials::Known(Err(unauthorized(
+                    "the Authorization header must be `Bearer <token>`",
+                )));
+            };
             let token = token.trim();
             if token.starts_with(CONVERSATION_TOKEN_PREFIX) {
-                return self.conversation_token(token).await;
+                return Credentials::ConversationToken(token);
             }
-            return self.verify_token(token);
+            return Credentials::Known(self.verify_token(token));
         }
-        match self.config.profile {
-            Profile::Solo => {
-                solo_account(account)?;
-                Ok(Principal { id: local_principal(client), role: Role::Admin, conversation: None })
-            }
+        Credentials::Known(match self.config.profile {
+            Profile::Solo => solo_account(account).map(|()| Principal {
+                id: local_principal(client),
+                role: Role::Admin,
+                conversation: None,
+            }),
             Profile::Production => Err(unauthorized(
                 "credentials are required: send X-API-Key or Authorization: Bearer",
             )),
-        }
+        })
+    }
+
+    /// An API key: the role it was created with.
+    async fn api_key(&self, key: &str) -> Result<Principal, ApiError> {
+        let found = self.keys.find_active_key(&hash_key(key)).await.map_err(|error| {
+            tracing::error!(%error, "key lookup failed");
+            ApiError::new(ErrorCode::InternalError, "internal error")
+        })?;
+        let key =
+            found.ok_or_else(|| unauthorized("the API key is not valid (unknown or revoked)"))?;
+        Ok(Principal { id: format!("key:{}", key.id), role: key.role, conversation: None })
     }
 
     /// A conversation token: the runtime role, for its conversation alone.

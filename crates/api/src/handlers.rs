@@ -23,7 +23,7 @@ use crate::error::Failure;
 use crate::routes::Operation;
 use crate::{Inner, Principal};
 
-type Reply = Result<Response<ResponseBody>, Failure>;
+pub(crate) type Reply = Result<Response<ResponseBody>, Failure>;
 
 pub(crate) async fn dispatch<B>(
     inner: &Inner,
@@ -55,8 +55,10 @@ where
             // The request spent one write request when it arrived; a batch spends one per
             // `MEMORIES_PER_WRITE_REQUEST` memories in all.
             let more = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST) - 1;
-            if let Some(more) = std::num::NonZeroU32::new(more as u32) {
-                inner.limiter.check_n(operation.rate_class(), &principal.id, more)?;
+            if let (Some(class), Some(more)) =
+                (operation.rate_class(), std::num::NonZeroU32::new(more as u32))
+            {
+                inner.limiter.check_n(class, &principal.id, more)?;
             }
             create_memories(engine, actor, batch).await
         }
@@ -122,6 +124,12 @@ where
 pub(crate) async fn dispatch_health(inner: &Inner, uri: &http::Uri) -> Reply {
     query_of(Operation::Health, uri)?;
     health(inner).await
+}
+
+/// [`dispatch_health`] with the memory count at hand.
+pub(crate) fn dispatch_health_counted(inner: &Inner, uri: &http::Uri, memory_count: u64) -> Reply {
+    query_of(Operation::Health, uri)?;
+    Ok(health_answer(inner, memory_count))
 }
 
 /// The request's query string, refused for operations that take none.
@@ -592,16 +600,20 @@ pub(crate) struct RevokedToken {
 #[utoipa::path(get, path = "/api/health", tag = "system",
     responses((status = 200, description = "The service is healthy", body = Health)))]
 pub(crate) async fn health(inner: &Inner) -> Reply {
+    Ok(health_answer(inner, inner.engine.memory_count().await?))
+}
+
+fn health_answer(inner: &Inner, memory_count: u64) -> Response<ResponseBody> {
     let uptime = (inner.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     let health = HealthAnswer {
         status: "healthy",
-        memory_count: inner.engine.memory_count().await?,
+        memory_count,
         uptime,
         version: env!("CARGO_PKG_VERSION"),
         retrieval: inner.engine.retrieval().as_str(),
         embeddings_pending: inner.engine.embeddings_pending(),
     };
-    Ok(bytes_response(StatusCode::OK, "application/json", health.to_json()))
+    bytes_response(StatusCode::OK, "application/json", health.to_json())
 }
 
 /// [`Health`] with borrowed text, as it is written: health is the most frequent request,

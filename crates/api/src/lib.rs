@@ -32,6 +32,18 @@ pub use crate::limits::{RateClass, RateLimits};
 pub use crate::openapi::openapi_json;
 pub use cairn_http::{ApiError, ResponseBody};
 
+/// The path of the health report, which [`MemoryApi::answer_now`] answers at once.
+pub(crate) const HEALTH_PATH: &str = "/api/health";
+
+/// A handler's reply as the response to send, with the caller's rate-limit headers.
+fn finish(reply: handlers::Reply, rate: Option<limits::RateState>) -> Response<ResponseBody> {
+    let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
+    for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
+        response.headers_mut().insert(name, value);
+    }
+    response
+}
+
 /// The largest request body accepted, in bytes: a 64 KiB memory plus metadata and slack.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -167,11 +179,41 @@ impl MemoryApi {
                 .await
             }
         };
-        let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
-        for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
-            response.headers_mut().insert(name, value);
+        finish(reply, rate)
+    }
+
+    /// The answer to `request` when it can be given at once, with nothing to look up or
+    /// wait for; `None` when [`handle_from`](MemoryApi::handle_from) must give it. Only
+    /// `GET /api/health` is answered here, when the caller is known without a lookup (no
+    /// API key or conversation token) and the store has the memory count at hand (SQLite):
+    /// probes poll it, and a server that asks here first spares them the full handler's
+    /// future. The answer is the one `handle_from` would give.
+    pub fn answer_now<B>(
+        &self,
+        request: &Request<B>,
+        client: Option<SocketAddr>,
+        account: Option<PeerAccount>,
+    ) -> Option<Response<ResponseBody>> {
+        let operation = Operation::Health;
+        if request.method() != http::Method::GET || request.uri().path() != HEALTH_PATH {
+            return None;
         }
-        response
+        let memory_count = self.inner.engine.memory_count_now()?;
+        let (headers, uri) = (request.headers(), request.uri());
+        let authenticator = &self.inner.authenticator;
+        let identified = match authenticator.check_local(headers, uri, &[]) {
+            Ok(()) => authenticator.authenticate_now(headers, client.map(|c| c.ip()), account)?,
+            Err(error) => Err(error),
+        };
+        let permitted = identified.and_then(|principal| {
+            self.permit(&principal, operation.role(), operation.rate_class())
+        });
+        Some(match permitted {
+            Ok(rate) => {
+                finish(handlers::dispatch_health_counted(&self.inner, uri, memory_count), rate)
+            }
+            Err(error) => error.into_response(),
+        })
     }
 
     /// Checks a request for a handler mounted beside this API (the conversation runtime)
@@ -187,7 +229,7 @@ impl MemoryApi {
     ) -> Result<Principal, Response<ResponseBody>> {
         let principal =
             self.identify_parts(parts, trusted_origins).await.map_err(ApiError::into_response)?;
-        self.permit(&principal, role, class).map_err(ApiError::into_response)?;
+        self.permit(&principal, role, Some(class)).map_err(ApiError::into_response)?;
         Ok(principal)
     }
 
@@ -206,7 +248,7 @@ impl MemoryApi {
         let principal =
             self.identify_parts(parts, trusted_origins).await.map_err(ApiError::into_response)?;
         if principal.role != Role::Runtime {
-            self.permit(&principal, role, class).map_err(ApiError::into_response)?;
+            self.permit(&principal, role, Some(class)).map_err(ApiError::into_response)?;
             return Ok(principal);
         }
         if let Some(own) = &principal.conversation
@@ -249,12 +291,12 @@ impl MemoryApi {
     }
 
     /// Whether the caller may go on: its role is at least `role`, and its rate limit of
-    /// `class` has room (the state is for the response's headers).
+    /// `class`, if the operation has one, has room (the state is for the response's headers).
     fn permit(
         &self,
         principal: &Principal,
         role: Role,
-        class: RateClass,
+        class: Option<RateClass>,
     ) -> Result<Option<limits::RateState>, ApiError> {
         if principal.role < role {
             let message = format!(
@@ -263,6 +305,9 @@ impl MemoryApi {
             );
             return Err(ApiError::new(ErrorCode::Forbidden, message));
         }
-        self.inner.limiter.check(class, &principal.id)
+        match class {
+            Some(class) => self.inner.limiter.check(class, &principal.id),
+            None => Ok(None),
+        }
     }
 }

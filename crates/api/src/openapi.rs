@@ -68,15 +68,15 @@ impl Modify for Access {
 
 /// Marks one documented operation as the memory API's authentication guards it: the
 /// credentials it takes (an API key or a bearer token; none in the solo profile), the role
-/// it needs and its rate-limit class in its description, and its 401, 403 and 429 answers
-/// (and 408 when it takes a body).
+/// it needs and its rate-limit class in its description, and its 401, 403 and (when it has
+/// a rate limit) 429 answers (and 408 when it takes a body).
 /// The daemon calls it for the routes of the handlers it mounts beside this API.
 pub fn document_access(
     openapi: &mut utoipa::openapi::OpenApi,
     path: &str,
     method: &Method,
     role: Role,
-    class: RateClass,
+    class: Option<RateClass>,
 ) {
     add_access_components(openapi);
     let Some(item) = openapi.paths.paths.get_mut(path) else { return };
@@ -88,17 +88,22 @@ pub fn document_access(
         _ => None,
     };
     let Some(documented) = documented else { return };
-    let class = match class {
+    let class = class.map(|class| match class {
         RateClass::Read => "read",
         RateClass::Write => "write",
         RateClass::Context => "context",
+    });
+    let note = match class {
+        Some(class) => format!("Role: `{role}`. Rate-limit class: `{class}`."),
+        None => format!("Role: `{role}`. Not rate limited."),
     };
-    let note = format!("Role: `{role}`. Rate-limit class: `{class}`.");
     documented.description = Some(match documented.description.take() {
         Some(description) => format!("{description}\n\n{note}"),
         None => note,
     });
-    for (status, name) in [("401", "Unauthorized"), ("403", "Forbidden"), ("429", "RateLimited")] {
+    let limited = class.map(|_| ("429", "RateLimited"));
+    for (status, name) in [("401", "Unauthorized"), ("403", "Forbidden")].into_iter().chain(limited)
+    {
         documented
             .responses
             .responses

@@ -90,9 +90,12 @@ impl Operation {
         matches!(self, Operation::CreateConversationToken | Operation::RevokeConversationToken)
     }
 
-    /// The rate-limit budget the operation spends.
-    pub fn rate_class(self) -> RateClass {
-        match self {
+    /// The rate-limit budget the operation spends; none for health, which a load balancer's
+    /// or supervisor's probe polls: a throttled probe would take a healthy daemon out of
+    /// service, and the answer costs less than the limiter's bookkeeping.
+    pub fn rate_class(self) -> Option<RateClass> {
+        Some(match self {
+            Operation::Health => return None,
             Operation::Search | Operation::Context | Operation::CodingContext => RateClass::Context,
             Operation::CreateMemory
             | Operation::CreateMemories
@@ -121,9 +124,8 @@ impl Operation {
             | Operation::GetMemory
             | Operation::Guard
             | Operation::GetEvidence
-            | Operation::Health
             | Operation::OpenApi => RateClass::Read,
-        }
+        })
     }
 }
 
@@ -274,7 +276,11 @@ pub const ROUTES: &[Route] = &[
         operations: &[(Method::DELETE, Operation::RevokeConversationToken)],
         allow: "DELETE",
     },
-    Route { path: "/api/health", operations: &[(Method::GET, Operation::Health)], allow: "GET" },
+    Route {
+        path: crate::HEALTH_PATH,
+        operations: &[(Method::GET, Operation::Health)],
+        allow: "GET",
+    },
     Route { path: "/openapi.json", operations: &[(Method::GET, Operation::OpenApi)], allow: "GET" },
 ];
 

@@ -691,7 +691,16 @@ impl Engine {
 
     /// Memories that are not archived.
     pub async fn memory_count(&self) -> Result<u64> {
-        Ok(self.store.count_memories().await?)
+        match self.store.count_memories_now() {
+            Some(count) => Ok(count),
+            None => Ok(self.store.count_memories().await?),
+        }
+    }
+
+    /// [`memory_count`](Engine::memory_count) when the store has it at hand (SQLite keeps
+    /// it; PostgreSQL counts, as other daemons write too); `None` when it must count.
+    pub fn memory_count_now(&self) -> Option<u64> {
+        self.store.count_memories_now()
     }
 }
 

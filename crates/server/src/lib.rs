@@ -25,6 +25,7 @@ mod timer;
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, PeerAccount, RateClass, ResponseBody};
 use cairn_mcp::McpHttp;
+use futures_util::future::Either;
 use http_body::Body as _;
 
 use crate::body::GuardedBody;
@@ -188,6 +189,23 @@ impl Services {
         mcp.handle(Request::from_parts(parts, body)).await
     }
 
+    /// The answer to `request` when the memory API can give it at once (see
+    /// [`MemoryApi::answer_now`]); `None` for everything [`Services::handle`] answers.
+    fn answer_now<B>(
+        &self,
+        request: &Request<B>,
+        peer: SocketAddr,
+        account: Option<PeerAccount>,
+    ) -> Option<Response<ResponseBody>> {
+        let path = request.uri().path();
+        if path == MCP_PATH || self.runtime.as_ref().is_some_and(|runtime| runtime.serves(path)) {
+            return None;
+        }
+        let response = self.memory.answer_now(request, Some(peer), account)?;
+        tracing::debug!(method = %request.method(), path, status = response.status().as_u16(), "request");
+        Some(response)
+    }
+
     async fn handle(
         &self,
         mut request: Request<GuardedBody>,
@@ -321,12 +339,18 @@ pub async fn serve(
             let shared = Arc::new(Connection { services, peer, account, slots, body_timeout });
             let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
+                // What can be answered at once (health) is, without the handler's future.
+                if let Some(response) =
+                    shared.services.answer_now(&request, shared.peer, shared.account)
+                {
+                    return Either::Left(std::future::ready(Ok(response)));
+                }
                 let shared = shared.clone();
                 let held = request
                     .headers()
                     .contains_key(http::header::UPGRADE)
                     .then(|| upgrade_held.clone());
-                shared.respond(request, held)
+                Either::Right(shared.respond(request, held))
             });
             // Each connection has its own timer for the slow-loris guard (see `timer`).
             let io = TokioIo::new(stream);

@@ -41,7 +41,7 @@ pub fn document() -> OpenApi {
     for (path, methods) in runtime_routes {
         for method in methods {
             let (role, class) = runtime_access(&method);
-            cairn_api::openapi::document_access(&mut document, &path, &method, role, class);
+            cairn_api::openapi::document_access(&mut document, &path, &method, role, Some(class));
         }
     }
     document

@@ -828,6 +828,10 @@ impl MemoryStore for SqliteStore {
         Ok(self.live_memories())
     }
 
+    fn count_memories_now(&self) -> Option<u64> {
+        Some(self.live_memories())
+    }
+
     async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {
         if recalls.iter().all(|recall| recall.memory_ids.is_empty()) {
             return Ok(());

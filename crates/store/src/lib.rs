@@ -211,6 +211,12 @@ pub trait MemoryStore: Send + Sync {
     /// Counts memories that are not archived.
     async fn count_memories(&self) -> Result<u64>;
 
+    /// [`count_memories`](MemoryStore::count_memories) when the store keeps the count at
+    /// hand and answers without I/O; `None` when it must count.
+    fn count_memories_now(&self) -> Option<u64> {
+        None
+    }
+
     /// Marks memories as recalled at `at` for `task_key`: sets `lastRecalledAt`, increments
     /// `recallCount`, and remembers which memories served the task. One [`Recall`] given to
     /// [`MemoryStore::record_recalls`].
