@@ -105,7 +105,10 @@ const HTTP_CONTEXT_REQUESTS: usize = 200;
 /// state whose p99 issue 16 bounds.
 const STEADY_CONTEXT_REQUESTS: usize = 3_000;
 const THROUGHPUT_CONNECTIONS: usize = 16;
-const THROUGHPUT_DURATION: Duration = Duration::from_secs(6);
+/// The health throughput's rounds: the bare server and the daemon in turn, this long each,
+/// [`THROUGHPUT_ROUNDS`] times.
+const THROUGHPUT_ROUND: Duration = Duration::from_secs(3);
+const THROUGHPUT_ROUNDS: usize = 4;
 /// Connections of `wrk -t2` for the health figure, as issue 16 measured it.
 const WRK_CONNECTIONS: usize = 64;
 const BREAKDOWN_CALLS: usize = 200;
@@ -1053,7 +1056,7 @@ async fn daemon_figures(
         rss <= budget::DAEMON_RSS_BYTES,
     );
 
-    // Two alternating rounds of half the time each, so drift in the machine's load (a build
+    // Alternating rounds (`THROUGHPUT_ROUNDS`), so drift in the machine's load (a build
     // next door, a warming cache) weighs on both servers alike. With `wrk` installed, as
     // issue 16 measured it (`wrk -t2 -c64`); else with this bench's own client, which then
     // shares this process with nothing else but competes for the same two cores. The bare
@@ -1066,20 +1069,20 @@ async fn daemon_figures(
     let (mut bare, mut cairn) = (http::Throughput::default(), http::Throughput::default());
     let (mut bare_cpu, mut cairn_cpu) = (Duration::ZERO, Duration::ZERO);
     let wrk = http::wrk_available();
-    for _ in 0..2 {
+    for _ in 0..THROUGHPUT_ROUNDS {
         for (address, pid, total, cpu) in [
             (bare_server.address, bare_server.pid, &mut bare, &mut bare_cpu),
             (daemon.address, daemon.pid(), &mut cairn, &mut cairn_cpu),
         ] {
             let cpu_before = http::process_cpu(pid)?;
             let round = if wrk {
-                http::wrk(address, "/api/health", WRK_CONNECTIONS, THROUGHPUT_DURATION / 2).await?
+                http::wrk(address, "/api/health", WRK_CONNECTIONS, THROUGHPUT_ROUND).await?
             } else {
                 http::throughput(
                     address,
                     "/api/health",
                     THROUGHPUT_CONNECTIONS,
-                    THROUGHPUT_DURATION / 2,
+                    THROUGHPUT_ROUND,
                 )
                 .await?
             };
