@@ -1078,13 +1078,8 @@ async fn daemon_figures(
             let round = if wrk {
                 http::wrk(address, "/api/health", WRK_CONNECTIONS, THROUGHPUT_ROUND).await?
             } else {
-                http::throughput(
-                    address,
-                    "/api/health",
-                    THROUGHPUT_CONNECTIONS,
-                    THROUGHPUT_ROUND,
-                )
-                .await?
+                http::throughput(address, "/api/health", THROUGHPUT_CONNECTIONS, THROUGHPUT_ROUND)
+                    .await?
             };
             *cpu += http::process_cpu(pid)?.saturating_sub(cpu_before);
             total.add(round);
