@@ -483,10 +483,12 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         }
     }
     // The tokenizer loads in the background when an engine starts; load it now so it does
-    // not compete with the first ingest.
+    // not compete with the first ingest. (When the semantic figures ran, it is loaded.)
     let before = own_rss();
     cairn_memory::count_tokens("warm up");
-    if let (Some(before), Some(after)) = (before, own_rss()) {
+    if let (Some(before), Some(after)) = (before, own_rss())
+        && after > before
+    {
         report.note(format!(
             "loading the o200k tokenizer grew this process by {}",
             megabytes(after.saturating_sub(before))
