@@ -93,14 +93,15 @@ impl Bpe {
     /// (the leftmost of equals) is merged, again and again while some pair is a token:
     /// tiktoken's merge with a heap, which takes O(n log n) however long the piece.
     fn merged_parts(&self, piece: &[u8]) -> usize {
-        let rank =
-            |from: usize, to: usize| piece.get(from..to).and_then(|pair| self.ranks.get(pair));
+        let rank = |from: usize, to: usize| {
+            piece.get(from..to).and_then(|pair| self.ranks.get(pair).copied())
+        };
         let length = piece.len();
         // Part `i` starts at byte `i` while it lives: it ends at `end[i]`, the part before it
         // starts at `before[i]`, and `pair[i]` is its merge with the next part, if a token.
         let mut end: Vec<usize> = (1..=length).collect();
         let mut before: Vec<usize> = (0..length).map(|i| i.saturating_sub(1)).collect();
-        let mut pair: Vec<Option<u32>> = (0..length).map(|i| rank(i, i + 2).copied()).collect();
+        let mut pair: Vec<Option<u32>> = (0..length).map(|i| rank(i, i + 2)).collect();
         let mut merges: BinaryHeap<Reverse<(u32, usize)>> = pair
             .iter()
             .enumerate()
@@ -119,13 +120,13 @@ impl Bpe {
             if right_end < length {
                 before[right_end] = left;
             }
-            pair[left] = end.get(right_end).and_then(|&next_end| rank(left, next_end)).copied();
+            pair[left] = end.get(right_end).and_then(|&next_end| rank(left, next_end));
             if let Some(rank) = pair[left] {
                 merges.push(Reverse((rank, left)));
             }
             if left > 0 {
                 let previous = before[left];
-                pair[previous] = rank(previous, right_end).copied();
+                pair[previous] = rank(previous, right_end);
                 if let Some(rank) = pair[previous] {
                     merges.push(Reverse((rank, previous)));
                 }
