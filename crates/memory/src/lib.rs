@@ -691,10 +691,7 @@ impl Engine {
 
     /// Memories that are not archived.
     pub async fn memory_count(&self) -> Result<u64> {
-        match self.store.count_memories_now() {
-            Some(count) => Ok(count),
-            None => Ok(self.store.count_memories().await?),
-        }
+        Ok(self.store.count_memories().await?)
     }
 
     /// [`memory_count`](Engine::memory_count) when the store has it at hand (SQLite keeps
