@@ -6,14 +6,11 @@
 //! gracefully, giving in-flight requests and open sockets a deadline to finish. Handlers
 //! enforce their own body limits.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod body;
@@ -21,15 +18,16 @@ mod connections;
 mod console;
 mod openapi;
 mod peer;
-mod timer;
+mod watch;
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, PeerAccount, RateClass, ResponseBody};
 use cairn_mcp::McpHttp;
 use futures_util::future::Either;
 use http_body::Body as _;
+use http_body_util::BodyExt as _;
 
 use crate::body::GuardedBody;
-use crate::timer::ConnectionTimer;
+use crate::watch::{OpenConnections, WatchedIo, serve_watched};
 use cairn_runtime::{Authorization, Authorize, RuntimeHandler, VoiceUpgrade};
 use cairn_types::{ErrorCode, Role};
 use http::{Request, Response};
@@ -39,7 +37,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// Transport limits.
 #[derive(Debug, Clone)]
@@ -267,14 +265,16 @@ pub async fn serve(
     // HTTP/1 connections (all but HTTP/2 with prior knowledge) are served by hyper's HTTP/1
     // connection directly; a connection whose first bytes may be HTTP/2's preface goes to
     // the auto builder, which reads the preface and serves either.
-    let mut http1 = http1::Builder::new();
-    http1.header_read_timeout(config.header_read_timeout);
+    // HTTP/1 connections are guarded by the reaper (see `watch`); the HTTP/2-capable ones
+    // by hyper's header timer.
     let mut auto = auto::Builder::new(TokioExecutor::new());
-    auto.http1().header_read_timeout(config.header_read_timeout);
+    auto.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
     auto.http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(10));
+    let builders = Arc::new((http1::Builder::new(), auto));
+    let reaper = tokio::spawn(open.clone().reaper(config.header_read_timeout));
     let mut shutdown = std::pin::pin!(shutdown);
 
     loop {
@@ -304,12 +304,11 @@ pub async fn serve(
             continue;
         };
         // Registered here, before its task runs, so shutdown cannot miss it.
-        let finish = open.register();
+        let registered = open.register();
         let sockets_open = sockets_open.clone();
         let services = services.clone();
         let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
-        let (http1, auto, first_byte_timeout) =
-            (http1.clone(), auto.clone(), config.header_read_timeout);
+        let (builders, first_byte_timeout) = (builders.clone(), config.header_read_timeout);
         tokio::spawn(async move {
             // The protocol is sniffed from the first bytes, before hyper's own header
             // timeout starts: a client that connects and says nothing must not hold a slot.
@@ -336,7 +335,9 @@ pub async fn serve(
             let held: Held = Arc::new((permit, address_slot, sockets_open));
             // What every request of the connection shares, cloned once here: a request
             // clones this one `Arc`, which no other connection touches.
-            let shared = Arc::new(Connection { services, peer, account, slots, body_timeout });
+            let watched = registered.watched.clone();
+            let shared =
+                Arc::new(Connection { services, peer, account, slots, body_timeout, watched });
             let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
                 // What can be answered at once (health) is, without the handler's future.
@@ -352,30 +353,24 @@ pub async fn serve(
                     .then(|| upgrade_held.clone());
                 Either::Right(shared.respond(request, held))
             });
-            // Each connection has its own timer for the slow-loris guard (see `timer`).
-            let io = TokioIo::new(stream);
+            let (http1, auto) = &*builders;
+            let watched = &registered.watched;
+            let io = TokioIo::new(WatchedIo::new(stream, watched.clone()));
             let ended = if http2_maybe {
-                let mut auto = auto;
-                auto.http1().timer(ConnectionTimer::default());
+                watched.unguard();
                 let connection = auto.serve_connection_with_upgrades(io, service);
-                until_finished(connection, &finish.signal, |connection| {
-                    connection.graceful_shutdown()
-                })
-                .await
+                serve_watched(connection, watched, |connection| connection.graceful_shutdown())
+                    .await
             } else {
-                let mut http1 = http1;
-                http1.timer(ConnectionTimer::default());
                 let connection = http1.serve_connection(io, service).with_upgrades();
-                until_finished(connection, &finish.signal, |connection| {
-                    connection.graceful_shutdown()
-                })
-                .await
-                .map_err(Into::into)
+                serve_watched(connection, watched, |connection| connection.graceful_shutdown())
+                    .await
+                    .map_err(Into::into)
             };
             if let Err(error) = ended {
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
-            drop((held, finish));
+            drop((held, registered));
         });
     }
 
@@ -387,6 +382,7 @@ pub async fn serve(
         runtime.shutdown();
     }
     open.finish_all();
+    reaper.abort();
     drop(sockets_open);
     tokio::select! {
         _ = sockets_closed.recv() => tracing::info!("all connections closed"),
@@ -402,6 +398,8 @@ struct Connection {
     account: Option<PeerAccount>,
     slots: Arc<body::BodySlots>,
     body_timeout: Duration,
+    /// What the reaper knows of the connection: a request marks it busy while handled.
+    watched: Arc<watch::Watched>,
 }
 
 impl Connection {
@@ -418,92 +416,52 @@ impl Connection {
         };
         let request =
             slot.map(|slot| request.map(|body| GuardedBody::new(body, self.body_timeout, slot)));
+        let busy = self.watched.busy();
         async move {
             let Ok(mut request) = request else {
                 return Ok(too_many_bodies(peer));
             };
-            if request.method() == http::Method::GET {
+            let response = if request.method() == http::Method::GET {
                 // Taken before the handler sees the request: its answer may be a 101.
                 let pending = held.map(|held| (hyper::upgrade::on(&mut request), held));
                 let mut response = self.services.handle(request, peer, self.account).await;
                 if let Some((pending, held)) = pending {
                     spawn_voice_socket(&mut response, pending, held);
                 }
-                return Ok(response);
-            }
-            // A handler that may write runs to completion even when its client goes away,
-            // so a committed write also finishes what follows it. Reads need not.
-            let handled = tokio::spawn(async move {
-                self.services.handle(request, self.peer, self.account).await
-            });
-            Ok(handled.await.unwrap_or_else(|error| {
-                tracing::error!(%error, "request handler failed");
-                ApiError::new(ErrorCode::InternalError, "internal error").into_response()
-            }))
+                response
+            } else {
+                // A handler that may write runs to completion even when its client goes
+                // away, so a committed write also finishes what follows it. Reads need not.
+                let handled = tokio::spawn(async move {
+                    self.services.handle(request, self.peer, self.account).await
+                });
+                handled.await.unwrap_or_else(|error| {
+                    tracing::error!(%error, "request handler failed");
+                    ApiError::new(ErrorCode::InternalError, "internal error").into_response()
+                })
+            };
+            Ok(busy_while_streamed(response, busy))
         }
     }
 }
 
-/// The connections being served, each with a signal of its own to finish: a connection's
-/// task waits on a signal no other connection touches (hyper-util's `GracefulShutdown`
-/// has every connection poll one shared channel, under its lock, each time it wakes).
-#[derive(Default)]
-struct OpenConnections {
-    signals: Mutex<HashMap<u64, Arc<Notify>>>,
-    next: AtomicU64,
-}
-
-/// One connection's place in [`OpenConnections`], left when dropped.
-struct Registered {
-    open: Arc<OpenConnections>,
-    id: u64,
-    signal: Arc<Notify>,
-}
-
-impl OpenConnections {
-    fn register(self: &Arc<OpenConnections>) -> Registered {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let signal = Arc::new(Notify::new());
-        self.signals.lock().expect("never poisoned").insert(id, signal.clone());
-        Registered { open: self.clone(), id, signal }
+/// Keeps the request `busy` while its answer's body is written when that body's size is not
+/// known (an event stream, which may be quiet longer than the reaper's timeout); an answer
+/// of known size ends the request.
+fn busy_while_streamed(
+    response: Response<ResponseBody>,
+    busy: watch::Busy,
+) -> Response<ResponseBody> {
+    if response.body().size_hint().exact().is_some() {
+        return response;
     }
-
-    /// Tells every open connection to finish: it answers what it is answering and closes.
-    fn finish_all(&self) {
-        for signal in self.signals.lock().expect("never poisoned").values() {
-            // A connection not waiting yet gets the permit when it does.
-            signal.notify_one();
-        }
-    }
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        if let Ok(mut signals) = self.open.signals.lock() {
-            signals.remove(&self.id);
-        }
-    }
-}
-
-/// Drives `connection` to its end; once `finish` is signalled, it is asked to shut down
-/// gracefully (finish the request in flight, then close) and driven on until it has.
-async fn until_finished<C, E>(
-    connection: C,
-    finish: &Notify,
-    graceful_shutdown: impl FnOnce(Pin<&mut C>),
-) -> Result<(), E>
-where
-    C: Future<Output = Result<(), E>>,
-{
-    let mut connection = std::pin::pin!(connection);
-    tokio::select! {
-        biased;
-        ended = connection.as_mut() => ended,
-        () = finish.notified() => {
-            graceful_shutdown(connection.as_mut());
-            connection.await
-        }
-    }
+    response.map(|body| {
+        body.map_frame(move |frame| {
+            let _busy = &busy;
+            frame
+        })
+        .boxed()
+    })
 }
 
 /// What a connection holds while it is served, and a voice socket upgraded from it while it

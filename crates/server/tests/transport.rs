@@ -1,7 +1,8 @@
 //! The transport's guards over real sockets: the slow-loris deadline on request headers (on
-//! a new connection and on every later request of a kept-alive one), HTTP/2 with prior
-//! knowledge beside HTTP/1 (however the first bytes arrive), and graceful shutdown, which
-//! lets a request in flight finish before `serve` returns.
+//! a new connection and on every later request of a kept-alive one), a client that stops
+//! reading its answers, an event stream quieter than that deadline (left open), HTTP/2 with
+//! prior knowledge beside HTTP/1 (however the first bytes arrive), and graceful shutdown,
+//! which lets a request in flight finish before `serve` returns.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,7 +11,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cairn_api::{ApiConfig, MemoryApi};
 use cairn_memory::Engine;
-use cairn_server::{ServerConfig, Services, serve};
+use cairn_runtime::{
+    Conversation, CreateConversationInput, HandlerOptions, Runtime, RuntimeError, RuntimeEvent,
+    SendMessageResult, UserMessageInput,
+};
+use cairn_server::{MemoryAuthorize, RUNTIME_BASE_PATH, ServerConfig, Services, serve};
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
@@ -27,11 +32,23 @@ struct Daemon {
 }
 
 async fn daemon(config: ServerConfig) -> Daemon {
+    daemon_with(config, None).await
+}
+
+/// [`daemon`] with a conversation runtime of its own at [`RUNTIME_BASE_PATH`].
+async fn daemon_with(config: ServerConfig, runtime: Option<Arc<dyn Runtime>>) -> Daemon {
     let directory = tempfile::tempdir().unwrap();
     let store =
         Arc::new(cairn_store_sqlite::SqliteStore::open(&directory.path().join("c.db")).unwrap());
     let memory = MemoryApi::new(Engine::new(store), ApiConfig::default());
-    let services = Services { memory, runtime: None, mcp: None };
+    let runtime = runtime.map(|runtime| {
+        HandlerOptions::new(runtime)
+            .base_path(RUNTIME_BASE_PATH)
+            .authorize(MemoryAuthorize { memory: memory.clone(), trusted_origins: Vec::new() })
+            .build()
+            .unwrap()
+    });
+    let services = Services { memory, runtime, mcp: None };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -99,16 +116,21 @@ async fn headers_that_stall_close_the_connection_on_every_request_of_it() {
     // request's headers get a deadline of their own.
     let mut stream = TcpStream::connect(daemon.address).await.unwrap();
     let started = Instant::now();
+    let mut answered = started;
     for _ in 0..6 {
+        tokio::time::sleep(timeout / 3).await;
         stream.write_all(HEALTH.as_bytes()).await.unwrap();
         let (status, _, body) = read_response(&mut stream).await;
         assert_eq!(status, 200, "{body}");
-        tokio::time::sleep(timeout / 3).await;
+        answered = Instant::now();
     }
     assert!(started.elapsed() > timeout * 2);
-    // Then headers that stall, on the same connection, close it at their own deadline.
+    // Then headers that stall, on the same connection, close it at their deadline, which
+    // runs from the last answer.
+    tokio::time::sleep(timeout / 3).await;
     stream.write_all(b"GET /api/health HTTP/1.1\r\nhost: 127.0.0.1\r\n").await.unwrap();
-    let waited = closed_within(&mut stream, Duration::from_secs(5)).await;
+    closed_within(&mut stream, Duration::from_secs(5)).await;
+    let waited = answered.elapsed();
     assert!(waited >= timeout - Duration::from_millis(50), "closed after {waited:?}");
 
     // So does a kept-alive connection that sends nothing more.
@@ -116,6 +138,80 @@ async fn headers_that_stall_close_the_connection_on_every_request_of_it() {
     stream.write_all(HEALTH.as_bytes()).await.unwrap();
     assert_eq!(read_response(&mut stream).await.0, 200);
     closed_within(&mut stream, Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_its_answers_is_closed() {
+    let timeout = Duration::from_millis(400);
+    let daemon =
+        daemon(ServerConfig { header_read_timeout: timeout, ..ServerConfig::default() }).await;
+    // Requests enough for their answers to fill both sides' socket buffers, sent without
+    // reading one answer: the server can write no more, and so reads no more.
+    let requests = HEALTH.repeat(1_000_000);
+    let stream = TcpStream::connect(daemon.address).await.unwrap();
+    let (_unread, mut sending) = stream.into_split();
+    let sent =
+        tokio::time::timeout(Duration::from_secs(30), sending.write_all(requests.as_bytes()))
+            .await
+            .expect("the server closed the connection rather than wait for the client forever");
+    assert!(sent.is_err(), "all the requests were taken: the answers never filled the buffers");
+}
+
+/// A runtime with conversations that never have an event.
+struct Quiet;
+
+#[async_trait::async_trait]
+impl Runtime for Quiet {
+    async fn create_conversation(
+        &self,
+        _input: CreateConversationInput,
+    ) -> Result<Conversation, RuntimeError> {
+        Err(RuntimeError::NotSupported("createConversation"))
+    }
+
+    async fn handle_user_message(
+        &self,
+        _input: UserMessageInput,
+    ) -> Result<SendMessageResult, RuntimeError> {
+        Err(RuntimeError::NotSupported("sendMessage"))
+    }
+
+    async fn list_events(
+        &self,
+        _conversation_id: &str,
+        _after_offset: Option<u64>,
+        _limit: u32,
+    ) -> Result<Vec<RuntimeEvent>, RuntimeError> {
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_quieter_than_the_header_deadline_stays_open() {
+    let timeout = Duration::from_millis(300);
+    let config = ServerConfig { header_read_timeout: timeout, ..ServerConfig::default() };
+    let daemon = daemon_with(config, Some(Arc::new(Quiet))).await;
+    let mut stream = TcpStream::connect(daemon.address).await.unwrap();
+    let request = format!(
+        "GET {RUNTIME_BASE_PATH}/conversations/c1/events/stream HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !String::from_utf8_lossy(&received).contains("retry: 1000") {
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
+            .await
+            .expect("the stream's first frame in time")
+            .unwrap();
+        assert!(read > 0, "closed before the first frame: {received:?}");
+        received.extend_from_slice(&buffer[..read]);
+    }
+    assert!(String::from_utf8_lossy(&received).starts_with("HTTP/1.1 200"), "{received:?}");
+    // Nothing is written for five deadlines (the heartbeat comes after 15 s): still open.
+    match tokio::time::timeout(timeout * 5, stream.read(&mut buffer)).await {
+        Err(_elapsed) => {}
+        Ok(read) => panic!("the stream ended or wrote while quiet: {read:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
