@@ -130,6 +130,8 @@ struct Claims {
 enum Credentials<'h> {
     /// No lookup needed: the principal, or why there is none.
     Known(Result<Principal, ApiError>),
+    /// The solo profile's caller from the account that runs the daemon, at this address.
+    Local(Option<IpAddr>),
     ApiKey(&'h str),
     ConversationToken(&'h str),
 }
@@ -199,21 +201,24 @@ impl Authenticator {
     ) -> Result<Principal, ApiError> {
         match self.credentials(headers, client, account) {
             Credentials::Known(principal) => principal,
+            Credentials::Local(client) => Ok(local_principal(client)),
             Credentials::ApiKey(key) => self.api_key(key).await,
             Credentials::ConversationToken(token) => self.conversation_token(token).await,
         }
     }
 
-    /// [`authenticate`](Authenticator::authenticate) when it needs no lookup (no API key
-    /// or conversation token); `None` when it does.
-    pub(crate) fn authenticate_now(
+    /// The role [`authenticate`](Authenticator::authenticate)'s principal has, when it
+    /// needs no lookup (no API key or conversation token); `None` when it does. For what
+    /// spends no rate limit, which needs the caller's role and not its name.
+    pub(crate) fn role_now(
         &self,
         headers: &HeaderMap,
         client: Option<IpAddr>,
         account: Option<PeerAccount>,
-    ) -> Option<Result<Principal, ApiError>> {
+    ) -> Option<Result<Role, ApiError>> {
         match self.credentials(headers, client, account) {
-            Credentials::Known(principal) => Some(principal),
+            Credentials::Known(principal) => Some(principal.map(|principal| principal.role)),
+            Credentials::Local(_) => Some(Ok(LOCAL_ROLE)),
             Credentials::ApiKey(_) | Credentials::ConversationToken(_) => None,
         }
     }
@@ -253,16 +258,15 @@ impl Authenticator {
             }
             return Credentials::Known(self.verify_token(token));
         }
-        Credentials::Known(match self.config.profile {
-            Profile::Solo => solo_account(account).map(|()| Principal {
-                id: local_principal(client),
-                role: Role::Admin,
-                conversation: None,
-            }),
-            Profile::Production => Err(unauthorized(
+        match self.config.profile {
+            Profile::Solo => match solo_account(account) {
+                Ok(()) => Credentials::Local(client),
+                Err(error) => Credentials::Known(Err(error)),
+            },
+            Profile::Production => Credentials::Known(Err(unauthorized(
                 "credentials are required: send X-API-Key or Authorization: Bearer",
-            )),
-        })
+            ))),
+        }
     }
 
     /// An API key: the role it was created with.
@@ -335,9 +339,17 @@ fn solo_account(account: Option<PeerAccount>) -> Result<(), ApiError> {
     Err(ApiError::new(ErrorCode::Forbidden, message))
 }
 
+/// The role of the solo profile's local caller.
+const LOCAL_ROLE: Role = Role::Admin;
+
+/// The solo profile's local caller at `client`.
+fn local_principal(client: Option<IpAddr>) -> Principal {
+    Principal { id: local_principal_id(client), role: LOCAL_ROLE, conversation: None }
+}
+
 /// `local:<address>`, the solo profile's principal; written without the formatting
 /// machinery, as it is on every request of that profile.
-fn local_principal(client: Option<IpAddr>) -> String {
+fn local_principal_id(client: Option<IpAddr>) -> String {
     let mut id = String::with_capacity(48);
     id.push_str("local:");
     match client {
@@ -475,9 +487,9 @@ mod tests {
     fn local_principals_name_their_address() {
         for address in ["127.0.0.1", "10.0.200.9", "255.255.255.255", "0.0.0.0", "::1", "fe80::1"] {
             let ip: IpAddr = address.parse().unwrap();
-            assert_eq!(local_principal(Some(ip)), format!("local:{ip}"));
+            assert_eq!(local_principal_id(Some(ip)), format!("local:{ip}"));
         }
-        assert_eq!(local_principal(None), "local:unknown");
+        assert_eq!(local_principal_id(None), "local:unknown");
     }
 
     #[test]

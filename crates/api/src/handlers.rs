@@ -641,11 +641,7 @@ impl HealthAnswer<'_> {
             return serde_json::to_vec(self).expect("the health answer serializes").into();
         }
         let mut uptime = [0u8; 32];
-        let uptime_len = {
-            let mut cursor = &mut uptime[..];
-            serde_json::to_writer(&mut cursor, &self.uptime).expect("a float fits in 32 bytes");
-            32 - cursor.len()
-        };
+        let uptime_len = write_seconds(self.uptime, &mut uptime);
         let (mut count, mut pending) = (itoa::Buffer::new(), itoa::Buffer::new());
         let parts: [&[u8]; 13] = [
             br#"{"status":""#,
@@ -668,6 +664,39 @@ impl HealthAnswer<'_> {
         }
         json.into()
     }
+}
+
+/// Writes `seconds` into `buffer` as serde_json does, and answers its length. Whole
+/// milliseconds (the uptime is rounded to them) are written as integers, which is what
+/// serde_json's shortest form gives them: `12.345`, `12.5`, `12.0`; other values go through
+/// serde_json itself.
+fn write_seconds(seconds: f64, buffer: &mut [u8; 32]) -> usize {
+    let millis = (seconds * 1000.0).round();
+    // Below 10^15 ms, three decimals are the shortest text that reads back as this f64.
+    if (0.0..1e15).contains(&millis) && millis / 1000.0 == seconds {
+        let millis = millis as u64;
+        let mut whole = itoa::Buffer::new();
+        let whole = whole.format(millis / 1000).as_bytes();
+        let fraction = millis % 1000;
+        let digits = [
+            b'0' + (fraction / 100) as u8,
+            b'0' + (fraction / 10 % 10) as u8,
+            b'0' + (fraction % 10) as u8,
+        ];
+        let kept = match fraction {
+            _ if fraction.is_multiple_of(100) => 1,
+            _ if fraction.is_multiple_of(10) => 2,
+            _ => 3,
+        };
+        let length = whole.len() + 1 + kept;
+        buffer[..whole.len()].copy_from_slice(whole);
+        buffer[whole.len()] = b'.';
+        buffer[whole.len() + 1..length].copy_from_slice(&digits[..kept]);
+        return length;
+    }
+    let mut cursor = &mut buffer[..];
+    serde_json::to_writer(&mut cursor, &seconds).expect("a float fits in 32 bytes");
+    32 - cursor.len()
 }
 
 /// This document.
@@ -695,6 +724,21 @@ mod tests {
         assert_eq!(serde_json::to_value(&read).unwrap(), written, "the same fields, no more");
         assert_eq!((read.memory_count, read.embeddings_pending), (12, 4));
         assert_eq!((read.status.as_str(), read.retrieval.as_str()), ("healthy", "fulltext"));
+    }
+
+    #[test]
+    fn seconds_are_written_as_serde_writes_them() {
+        let mut uptimes: Vec<f64> = (0..200_000u64).map(|millis| millis as f64 / 1000.0).collect();
+        for millis in [86_400_001u64, 31_536_000_000, 999_999_999_999_999, 1_000_000_000_000_000] {
+            uptimes.push(millis as f64 / 1000.0);
+        }
+        uptimes.extend([0.0005, 1.0 / 3.0, 1e21, f64::MAX, -1.5, 123_456.789_5]);
+        for uptime in uptimes {
+            let mut buffer = [0u8; 32];
+            let length = write_seconds(uptime, &mut buffer);
+            let written = std::str::from_utf8(&buffer[..length]).unwrap();
+            assert_eq!(written, serde_json::to_string(&uptime).unwrap(), "{uptime}");
+        }
     }
 
     #[test]

@@ -36,6 +36,15 @@ pub use cairn_http::{ApiError, ResponseBody};
 pub(crate) const HEALTH_PATH: &str = "/api/health";
 
 /// A handler's reply as the response to send, with the caller's rate-limit headers.
+/// Refuses a caller whose role is below `needed`.
+fn has_role(role: Role, needed: Role) -> Result<(), ApiError> {
+    if role < needed {
+        let message = format!("this operation needs the `{needed}` role; the caller has `{role}`");
+        return Err(ApiError::new(ErrorCode::Forbidden, message));
+    }
+    Ok(())
+}
+
 fn finish(reply: handlers::Reply, rate: Option<limits::RateState>) -> Response<ResponseBody> {
     let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
     for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
@@ -201,17 +210,15 @@ impl MemoryApi {
         let memory_count = self.inner.engine.memory_count_now()?;
         let (headers, uri) = (request.headers(), request.uri());
         let authenticator = &self.inner.authenticator;
-        let identified = match authenticator.check_local(headers, uri, &[]) {
-            Ok(()) => authenticator.authenticate_now(headers, client.map(|c| c.ip()), account)?,
+        // Health spends no rate limit: the caller's role is all `permit` would look at.
+        debug_assert!(operation.rate_class().is_none());
+        let role = match authenticator.check_local(headers, uri, &[]) {
+            Ok(()) => authenticator.role_now(headers, client.map(|c| c.ip()), account)?,
             Err(error) => Err(error),
         };
-        let permitted = identified.and_then(|principal| {
-            self.permit(&principal, operation.role(), operation.rate_class())
-        });
-        Some(match permitted {
-            Ok(rate) => {
-                finish(handlers::dispatch_health_counted(&self.inner, uri, memory_count), rate)
-            }
+        Some(match role.and_then(|role| has_role(role, operation.role())) {
+            Ok(()) => handlers::dispatch_health_counted(&self.inner, uri, memory_count)
+                .unwrap_or_else(|failure| failure.0.into_response()),
             Err(error) => error.into_response(),
         })
     }
@@ -298,13 +305,7 @@ impl MemoryApi {
         role: Role,
         class: Option<RateClass>,
     ) -> Result<Option<limits::RateState>, ApiError> {
-        if principal.role < role {
-            let message = format!(
-                "this operation needs the `{role}` role; the caller has `{}`",
-                principal.role
-            );
-            return Err(ApiError::new(ErrorCode::Forbidden, message));
-        }
+        has_role(principal.role, role)?;
         match class {
             Some(class) => self.inner.limiter.check(class, &principal.id),
             None => Ok(None),
