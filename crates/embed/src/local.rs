@@ -504,10 +504,10 @@ impl LocalEmbedder {
                 .words
                 .gather(encoding.get_ids())
                 .map_err(|e| format!("the model failed on a text: {e}"))?;
-            let vector = self
-                .single
-                .forward(words, encoding.get_type_ids())
-                .map_err(|e| format!("the model failed on a text: {e}"))?;
+            let type_ids = encoding.get_type_ids();
+            let vector =
+                cairn_memory::embed::query_install(|| self.single.forward(words, type_ids))
+                    .map_err(|e| format!("the model failed on a text: {e}"))?;
             return Ok(vec![vector]);
         }
         let mut order: Vec<usize> = (0..encodings.len()).collect();

@@ -374,15 +374,26 @@ where
     RA: Send,
     RB: Send,
 {
+    query_threads().join(a, b)
+}
+
+/// Runs `op` on one of [`query_join`]'s two threads, so that the joins it makes (a query's
+/// embedding makes one for each of its 36 products) start on a thread of their own pool:
+/// the other thread takes the second half from there, and no outside thread sleeps and
+/// wakes for each of them.
+pub fn query_install<R: Send>(op: impl FnOnce() -> R + Send) -> R {
+    query_threads().install(op)
+}
+
+fn query_threads() -> &'static rayon::ThreadPool {
     static THREADS: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
-    let threads = THREADS.get_or_init(|| {
+    THREADS.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .thread_name(|number| format!("cairn-query-{number}"))
             .build()
             .expect("the query threads start")
-    });
-    threads.join(a, b)
+    })
 }
 
 /// Rows from which a search runs on two threads: under it, the scan (a few tens of µs a
