@@ -382,12 +382,13 @@ pub async fn serve(
         runtime.shutdown();
     }
     open.finish_all();
-    reaper.abort();
     drop(sockets_open);
+    // The reaper goes on closing stalled connections while the others finish.
     tokio::select! {
         _ = sockets_closed.recv() => tracing::info!("all connections closed"),
         () = tokio::time::sleep(config.shutdown_grace) => tracing::warn!("shutdown deadline passed; closing remaining connections"),
     }
+    reaper.abort();
     Ok(())
 }
 
