@@ -35,7 +35,6 @@ pub use cairn_http::{ApiError, ResponseBody};
 /// The path of the health report, which [`MemoryApi::answer_now`] answers at once.
 pub(crate) const HEALTH_PATH: &str = "/api/health";
 
-/// A handler's reply as the response to send, with the caller's rate-limit headers.
 /// Refuses a caller whose role is below `needed`.
 fn has_role(role: Role, needed: Role) -> Result<(), ApiError> {
     if role < needed {
@@ -45,6 +44,7 @@ fn has_role(role: Role, needed: Role) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A handler's reply as the response to send, with the caller's rate-limit headers.
 fn finish(reply: handlers::Reply, rate: Option<limits::RateState>) -> Response<ResponseBody> {
     let mut response = reply.unwrap_or_else(|failure| failure.0.into_response());
     for (name, value) in rate.map(limits::RateState::headers).into_iter().flatten() {
@@ -217,8 +217,9 @@ impl MemoryApi {
             Err(error) => Err(error),
         };
         Some(match role.and_then(|role| has_role(role, operation.role())) {
-            Ok(()) => handlers::dispatch_health_counted(&self.inner, uri, memory_count)
-                .unwrap_or_else(|failure| failure.0.into_response()),
+            Ok(()) => {
+                finish(handlers::dispatch_health_counted(&self.inner, uri, memory_count), None)
+            }
             Err(error) => error.into_response(),
         })
     }
