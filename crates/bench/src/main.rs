@@ -619,7 +619,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
     if options.daemon {
         let mut rng = Rng::new(options.seed ^ STEADY_CONTEXT_SIZE as u64);
-        steady_context_figures(options, &mut report, &corpus, &mut rng).await?;
+        steady_context_figures(&mut report, &corpus, &mut rng).await?;
     }
     local_model_figures(&mut report, &corpus, &mut Rng::new(options.seed)).await?;
     runtime_figures(options, &mut report, sse).await?;
@@ -1028,7 +1028,6 @@ fn steady_summary(steady: &Latencies) -> String {
 /// memories, [`HTTP_CONTEXT_REQUESTS`] context packs after its start, then
 /// [`STEADY_CONTEXT_REQUESTS`] measured, one after another on one connection.
 async fn steady_context_figures(
-    options: &Options,
     report: &mut Report,
     corpus: &Corpus,
     rng: &mut Rng,
@@ -1039,7 +1038,8 @@ async fn steady_context_figures(
     let store = Arc::new(SqliteStore::open(&dir.path().join("cairn.db"))?);
     inproc::ingest(&Engine::new(store.clone()), corpus, rng, STEADY_CONTEXT_SIZE).await?;
     release(store).await?;
-    let (binary, _) = daemon::binary(options.rebuild_daemon)?;
+    // Built (when asked to be) before the first figures.
+    let (binary, _) = daemon::binary(false)?;
     let log = dir.path().join("daemon.log");
     let daemon = daemon::Daemon::start(&binary, dir.path(), &log).await?;
     http_context(daemon.address, corpus, rng, HTTP_CONTEXT_REQUESTS).await?;
