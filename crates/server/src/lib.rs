@@ -264,9 +264,8 @@ pub async fn serve(
     let owner = local_accounts_owner(config.identify_local_accounts);
     // HTTP/1 connections (all but HTTP/2 with prior knowledge) are served by hyper's HTTP/1
     // connection directly; a connection whose first bytes may be HTTP/2's preface goes to
-    // the auto builder, which reads the preface and serves either.
-    // HTTP/1 connections are guarded by the reaper (see `watch`); the HTTP/2-capable ones
-    // by hyper's header timer.
+    // the auto builder, which reads the preface and serves either. The first are guarded by
+    // the reaper (see `watch`), the others by hyper's header timer.
     let mut auto = auto::Builder::new(TokioExecutor::new());
     auto.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
     auto.http2()

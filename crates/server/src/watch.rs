@@ -143,7 +143,7 @@ impl OpenConnections {
         closed
     }
 
-    /// Closes stalled connections (see the module's notes) until dropped.
+    /// Closes stalled connections (see the module's notes) until its task is aborted.
     pub(crate) async fn reaper(self: Arc<OpenConnections>, timeout: Duration) {
         let tick = (timeout / 4).max(Duration::from_millis(1));
         let mut ticks = tokio::time::interval(tick);
