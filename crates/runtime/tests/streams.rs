@@ -2,7 +2,6 @@
 //! stream with a subscription reads only when the log grows, one without polls, pages of
 //! listEvents, and the cap on the streams one caller may hold.
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,13 +13,12 @@ use cairn_runtime::{
     Runtime, RuntimeError, RuntimeEvent, RuntimeHandler, SendMessageResult, Timestamp,
     UserMessageInput,
 };
+use cairn_test_support::loopback;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -113,23 +111,12 @@ impl Runtime for CountingLog {
 
 /// Serves `handler` on a free loopback port; returns its base URL.
 async fn serve(handler: RuntimeHandler) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            let handler = handler.clone();
-            let service = service_fn(move |request| {
-                let handler = handler.clone();
-                async move { Ok::<_, Infallible>(handler.handle(request).await) }
-            });
-            tokio::spawn(async move {
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
-            });
-        }
-    });
-    base
+    let server = loopback::serve(move |request| {
+        let handler = handler.clone();
+        async move { handler.handle(request).await }
+    })
+    .await;
+    server.url()
 }
 
 fn client() -> Client<HttpConnector, Full<Bytes>> {

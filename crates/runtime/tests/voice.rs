@@ -4,7 +4,6 @@
 //! socket closes when the client, the session or the handler ends it.
 
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,14 +18,13 @@ use cairn_runtime::{
     VoiceHandshake, VoiceSession, VoiceSocket, VoiceSocketIo, VoiceSocketOptions, VoiceStartResult,
     VoiceUpgrade, server_event,
 };
+use cairn_test_support::loopback;
 use futures_util::{SinkExt, StreamExt};
 use http::StatusCode;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -201,36 +199,25 @@ impl VoiceSession for Echo {
 /// Serves `handler` at `/api/runtime` on a free loopback port as the module docs of
 /// `cairn_runtime::voice` tell embedders to; returns the server's `http://` base.
 async fn serve(handler: RuntimeHandler) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
-            let handler = handler.clone();
-            let service = service_fn(move |mut request: http::Request<Incoming>| {
-                let handler = handler.clone();
-                async move {
-                    let pending = hyper::upgrade::on(&mut request);
-                    let mut response = handler.handle(request).await;
-                    if response.status() == StatusCode::SWITCHING_PROTOCOLS
-                        && let Some(upgrade) = response.extensions_mut().remove::<VoiceUpgrade>()
-                    {
-                        tokio::spawn(async move {
-                            if let Ok(upgraded) = pending.await {
-                                upgrade.serve(TokioIo::new(upgraded)).await;
-                            }
-                        });
+    let server = loopback::serve(move |mut request: http::Request<Incoming>| {
+        let handler = handler.clone();
+        async move {
+            let pending = hyper::upgrade::on(&mut request);
+            let mut response = handler.handle(request).await;
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS
+                && let Some(upgrade) = response.extensions_mut().remove::<VoiceUpgrade>()
+            {
+                tokio::spawn(async move {
+                    if let Ok(upgraded) = pending.await {
+                        upgrade.serve(TokioIo::new(upgraded)).await;
                     }
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            tokio::spawn(async move {
-                let builder = auto::Builder::new(TokioExecutor::new());
-                let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
-            });
+                });
+            }
+            response
         }
-    });
-    base
+    })
+    .await;
+    server.url()
 }
 
 fn options(runtime: Arc<Booth>) -> HandlerOptions {
