@@ -2,7 +2,7 @@
 //! memories in the request's order, the limits, the rate it spends, and `cairn memories
 //! import` on top of it; on SQLite and on PostgreSQL.
 
-use cairn_store_postgres::testing::TestCluster;
+use cairn_test_support::postgres::TestCluster;
 use hyper::Method;
 use serde_json::{Value, json};
 

@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use cairn_store_postgres::testing::TestCluster;
+use cairn_test_support::postgres::TestCluster;
 use futures_util::future::join_all;
 use hyper::Method;
 use serde_json::{Value, json};

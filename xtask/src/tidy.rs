@@ -11,6 +11,7 @@ use anyhow::bail;
 const LAYERS: &[(&str, u8)] = &[
     ("cairn-types", 0),
     ("cairn-console", 0),
+    ("cairn-test-support", 0),
     ("cairn-http", 1),
     ("cairn-store", 1),
     ("cairn-runtime", 2),
@@ -33,6 +34,7 @@ const LAYERS: &[(&str, u8)] = &[
 const CAIRN_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("cairn-types", &[]),
     ("cairn-console", &[]),
+    ("cairn-test-support", &[]),
     ("cairn-http", &["cairn-types"]),
     ("cairn-runtime", &["cairn-types", "cairn-http"]),
     ("cairn-client", &["cairn-types"]),
@@ -49,8 +51,10 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("tokio-postgres", &["cairn-store-postgres"]),
     ("deadpool-postgres", &["cairn-store-postgres"]),
     ("postgres-types", &["cairn-store-postgres"]),
-    ("hyper", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client"]),
-    ("hyper-util", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client"]),
+    ("hyper", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client", "cairn-test-support"]),
+    ("hyper-util", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client", "cairn-test-support"]),
+    // Tests' scaffolding: a dev-dependency everywhere else, never in a release build.
+    ("cairn-test-support", &["cairn-bench"]),
     ("ureq", &["cairn-agents", "cairn-embed"]),
     ("candle-core", &["cairn-embed"]),
     ("jsonwebtoken", &["cairn-api"]),

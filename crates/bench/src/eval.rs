@@ -212,7 +212,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     // A started server lives until the comparison is done.
     let (_cluster, url) = match target {
         PostgresTarget::Started => {
-            let cluster = cairn_store_postgres::testing::TestCluster::start_durable();
+            let cluster = cairn_test_support::postgres::TestCluster::start_durable();
             let url = cluster.create_database();
             (Some(cluster), url)
         }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bytes::Bytes;
 use cairn_memory::Engine;
-use cairn_store_postgres::testing::TestCluster;
+use cairn_test_support::postgres::TestCluster;
 use cairn_store_postgres::{PgOptions, PgStore};
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -88,7 +88,7 @@ pub async fn figures(
 ) -> anyhow::Result<()> {
     let (cluster, psql, databases) = match target {
         Target::Started => {
-            if let Err(why) = server_binaries() {
+            if let Err(why) = cairn_test_support::postgres::server_binaries() {
                 report.note(format!("PostgreSQL not measured: {why}"));
                 return Ok(());
             }
@@ -788,45 +788,6 @@ fn run_psql(psql: &Path, url: &str, sql: &str) -> anyhow::Result<String> {
         String::from_utf8_lossy(&output.stderr).trim()
     );
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// Whether PostgreSQL's server binaries are where [`TestCluster`] looks for them
-/// (`CAIRN_PG_BIN`, `/usr/lib/postgresql/*/bin`, `pg_config --bindir`).
-fn server_binaries() -> Result<PathBuf, String> {
-    let has_initdb = |bin: &Path| bin.join("initdb").exists();
-    if let Some(bin) = std::env::var_os("CAIRN_PG_BIN") {
-        let bin = PathBuf::from(bin);
-        return if has_initdb(&bin) {
-            Ok(bin)
-        } else {
-            Err(format!("initdb is not in CAIRN_PG_BIN ({})", bin.display()))
-        };
-    }
-    let versions: BTreeMap<u32, PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_str()?.parse().ok()?;
-            let bin = entry.path().join("bin");
-            has_initdb(&bin).then_some((version, bin))
-        })
-        .collect();
-    if let Some((_, bin)) = versions.into_iter().next_back() {
-        return Ok(bin);
-    }
-    if let Ok(output) = Command::new("pg_config").arg("--bindir").output()
-        && output.status.success()
-    {
-        let bin = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-        if has_initdb(&bin) {
-            return Ok(bin);
-        }
-    }
-    Err("initdb was not found (in CAIRN_PG_BIN, /usr/lib/postgresql/*/bin or by pg_config); \
-         install PostgreSQL's server (`apt-get install -y postgresql`), or pass --database-url, \
-         or --no-postgres"
-        .to_owned())
 }
 
 /// `q` for a query string: unreserved characters as they are, the rest `%XX`.

@@ -82,7 +82,7 @@ fn key_name(text: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use cairn_store_postgres::testing::TestCluster;
+    use cairn_test_support::postgres::TestCluster;
 
     use super::*;
     use crate::serve::tests::store_args;

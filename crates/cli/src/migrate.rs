@@ -286,7 +286,7 @@ mod tests {
     use cairn_memory::Engine;
     use cairn_runtime::{CreateConversationInput, CustomEventInput, Runtime};
     use cairn_store::{ConversationStore, MemoryStore};
-    use cairn_store_postgres::testing::TestCluster;
+    use cairn_test_support::postgres::TestCluster;
 
     use super::*;
 

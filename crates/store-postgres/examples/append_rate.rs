@@ -2,14 +2,14 @@
 //! defaults: to one conversation and across 64, from 16 tasks spread over 1 and 2 stores,
 //! with `synchronous_commit` on and off. Prints a Markdown table.
 //!
-//! `cargo run --release -p cairn-store-postgres --features test-cluster --example append_rate`
+//! `cargo run --release -p cairn-store-postgres --example append_rate`
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_store::conformance::sample_conversation;
 use cairn_store::{Commit, CommitOutcome, ConversationStore, NewEvent};
-use cairn_store_postgres::testing::TestCluster;
+use cairn_test_support::postgres::TestCluster;
 use cairn_store_postgres::{PgOptions, PgStore};
 use cairn_types::{Snapshot, Timestamp};
 

@@ -21,8 +21,6 @@ mod search;
 mod transfer;
 mod vectors;
 
-#[cfg(any(test, feature = "test-cluster"))]
-pub mod testing;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -931,7 +931,7 @@ mod tests {
     use cairn_store::Store;
 
     use crate::PgStore;
-    use crate::testing::TestCluster;
+    use cairn_test_support::postgres::TestCluster;
     use crate::tests::options;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

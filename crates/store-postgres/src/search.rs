@@ -260,7 +260,7 @@ mod tests {
         use cairn_store::MemoryStore;
         use cairn_types::Scope;
 
-        let cluster = crate::testing::TestCluster::start();
+        let cluster = cairn_test_support::postgres::TestCluster::start();
         let url = cluster.create_database();
         let store = PgStore::open(crate::tests::options(&url, "bm25")).await.unwrap();
         let documents: [(&str, &[&str]); 5] = [

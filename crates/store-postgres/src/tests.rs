@@ -13,7 +13,7 @@ use cairn_store::{
 };
 use cairn_types::{ApiKey, Role, Scope, Snapshot, Timestamp};
 
-use crate::testing::TestCluster;
+use cairn_test_support::postgres::TestCluster;
 use crate::{PgOptions, PgStore};
 
 /// Options for tests: small pools, the schema given.

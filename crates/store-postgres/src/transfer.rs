@@ -298,7 +298,7 @@ mod tests {
     use cairn_types::{Scope, Timestamp};
 
     use super::*;
-    use crate::testing::TestCluster;
+    use cairn_test_support::postgres::TestCluster;
     use crate::tests::options;
 
     /// A schema with data, exported and imported into another schema, exports the same rows;
