@@ -22,6 +22,7 @@ pub mod llm;
 mod runtime;
 pub mod support;
 pub mod voice;
+pub mod widget;
 
 pub use crate::events::{bundled_events, journey_events_for};
 pub use crate::runtime::{DefaultRuntime, RuntimeConfig};

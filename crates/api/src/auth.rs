@@ -331,10 +331,16 @@ fn solo_account(account: Option<PeerAccount>) -> Result<(), ApiError> {
              (X-API-Key) that the daemon's owner created with `cairn keys create`, or run a \
              daemon of your own"
         ),
-        Some(PeerAccount::Unknown) => "the solo profile serves the account that runs the daemon \
-             without credentials, and it cannot tell which local account this connection comes \
-             from; send an API key (X-API-Key)"
-            .to_owned(),
+        // Neither a refusal of the owner nor the owner's rights for a stranger: a retry.
+        Some(PeerAccount::Unknown) => {
+            let message = "the solo profile serves the account that runs the daemon without \
+                 credentials, and it could not tell which local account this connection comes \
+                 from just now (the daemon is busy); retry on a new connection, or send an API \
+                 key (X-API-Key)";
+            return Err(ApiError::new(ErrorCode::ServerBusy, message)
+                .with_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"))
+                .with_header(http::header::CONNECTION, http::HeaderValue::from_static("close")));
+        }
     };
     Err(ApiError::new(ErrorCode::Forbidden, message))
 }

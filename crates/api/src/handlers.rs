@@ -49,17 +49,30 @@ where
         Operation::ListMemories => list_memories(engine, parse_query(query)?).await,
         Operation::CreateMemory => create_memory(engine, actor, json(input(body).await?)?).await,
         Operation::CreateMemories => {
+            // The request spent one write request when it arrived; a batch spends one per
+            // `MEMORIES_PER_WRITE_REQUEST` memories in all. What its declared size implies
+            // is spent before the body is read, so a caller over its limit cannot have large
+            // bodies read and parsed; the rest once the memories are counted.
+            let spend = |requests: usize| match (
+                operation.rate_class(),
+                std::num::NonZeroU32::new(requests as u32),
+            ) {
+                (Some(class), Some(requests)) => {
+                    inner.limiter.check_n(class, &principal.id, requests).map(drop)
+                }
+                _ => Ok(()),
+            };
+            let declared = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+            let spent_first = batch_requests_for_bytes(declared.unwrap_or(0));
+            spend(spent_first - 1)?;
             let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
             let batch: NewMemoryBatch = json(bytes)?;
             check_batch_size(batch.memories.len())?;
-            // The request spent one write request when it arrived; a batch spends one per
-            // `MEMORIES_PER_WRITE_REQUEST` memories in all.
-            let more = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST) - 1;
-            if let (Some(class), Some(more)) =
-                (operation.rate_class(), std::num::NonZeroU32::new(more as u32))
-            {
-                inner.limiter.check_n(class, &principal.id, more)?;
-            }
+            let owed = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST).max(1);
+            spend(owed.saturating_sub(spent_first))?;
             create_memories(engine, actor, batch).await
         }
         Operation::GetMemory => get_memory(engine, id).await,
@@ -192,6 +205,15 @@ pub(crate) async fn create_memories(engine: &Engine, actor: &str, batch: NewMemo
     let created =
         CreatedMemories { memories: memories.into_iter().map(CreatedMemory::from).collect() };
     Ok(json_response(StatusCode::CREATED, &created))
+}
+
+/// The write requests a batch body of `bytes` spends before it is read: one per the bytes
+/// of `MEMORIES_PER_WRITE_REQUEST` memories of the largest batch's average size, at least
+/// one (the request itself) and at most what the largest batch spends.
+fn batch_requests_for_bytes(bytes: u64) -> usize {
+    let most = MAX_BATCH_MEMORIES.div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
+    let bytes_per_request = (crate::MAX_BATCH_BODY_BYTES / most) as u64;
+    (bytes.div_ceil(bytes_per_request) as usize).clamp(1, most)
 }
 
 fn check_batch_size(items: usize) -> Result<(), ApiError> {

@@ -135,9 +135,12 @@ impl Limiter {
                     "this request counts as {requests} requests of its class, over the rate \
                      limit of {limit} a minute; send smaller batches"
                 );
-                return Err(
-                    refused_state.apply_to_error(ApiError::new(ErrorCode::RateLimited, message))
+                // Never enough on its own; smaller requests may go once the budget is whole.
+                let error = ApiError::new(ErrorCode::RateLimited, message).with_header(
+                    http::header::RETRY_AFTER,
+                    HeaderValue::from(refused_state.reset_seconds.max(1)),
                 );
+                return Err(refused_state.apply_to_error(error));
             }
         };
         match checked {

@@ -80,6 +80,7 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
         }
     };
     let Some(command) = shell_command(&event) else { return Ok(ExitCode::SUCCESS) };
+    let command = command.as_str();
     let repo = args.repo.clone().or_else(|| event.cwd.as_deref().and_then(git_root_name));
     let client = match args.client.connect_with(args.timeout) {
         Ok(client) => client,
@@ -121,15 +122,22 @@ fn allow(reason: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn shell_command(event: &HookEvent) -> Option<&str> {
+/// The command line a shell tool is about to run: `command` or `cmd` (Codex), a string, or an
+/// argument vector joined as a shell would quote it, so the guard sees the whole line (`rm`,
+/// `-rf`, `/`), not one part of it.
+fn shell_command(event: &HookEvent) -> Option<String> {
     let tool = event.tool_name.as_deref()?;
     if !SHELL_TOOLS.contains(&tool) {
         return None;
     }
-    let command = match &event.tool_input["command"] {
-        Value::String(command) => command.as_str(),
-        // Some agents pass the command as an argument vector; the last part is the script.
-        Value::Array(parts) => parts.last()?.as_str()?,
+    let input = &event.tool_input;
+    let given = if input["command"].is_null() { &input["cmd"] } else { &input["command"] };
+    let command = match given {
+        Value::String(command) => command.clone(),
+        Value::Array(parts) => {
+            let words: Option<Vec<&str>> = parts.iter().map(Value::as_str).collect();
+            shlex::try_join(words?).ok()?
+        }
         _ => return None,
     };
     Some(command).filter(|command| !command.trim().is_empty())
@@ -199,12 +207,19 @@ mod tests {
 
     #[test]
     fn only_shell_commands_are_checked() {
-        let bash = event(json!({"tool_name": "Bash", "tool_input": {"command": "ls"}}));
-        assert_eq!(shell_command(&bash), Some("ls"));
         let write = event(json!({"tool_name": "Write", "tool_input": {"file_path": "a"}}));
         assert_eq!(shell_command(&write), None);
-        let argv =
-            event(json!({"tool_name": "shell", "tool_input": {"command": ["bash", "-lc", "ls"]}}));
-        assert_eq!(shell_command(&argv), Some("ls"));
+        let bash = event(json!({"tool_name": "Bash", "tool_input": {"command": "ls"}}));
+        assert_eq!(shell_command(&bash).as_deref(), Some("ls"));
+        let argv = event(
+            json!({"tool_name": "shell", "tool_input": {"command": ["bash", "-lc", "ls -la /"]}}),
+        );
+        assert_eq!(shell_command(&argv).as_deref(), Some("bash -lc 'ls -la /'"));
+        let rm = event(json!({"tool_name": "local_shell", "tool_input": {"command": ["rm", "-rf", "/"]}}));
+        assert_eq!(shell_command(&rm).as_deref(), Some("rm -rf /"));
+        let cmd = event(json!({"tool_name": "exec_command", "tool_input": {"cmd": "rm -rf ~"}}));
+        assert_eq!(shell_command(&cmd).as_deref(), Some("rm -rf ~"));
+        let not_words = event(json!({"tool_name": "shell", "tool_input": {"command": ["rm", 1]}}));
+        assert_eq!(shell_command(&not_words), None);
     }
 }

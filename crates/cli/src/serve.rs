@@ -74,6 +74,21 @@ pub(crate) struct ServeArgs {
     /// turn it off behind a reverse proxy, whose address every connection comes from).
     #[arg(long, env = "SERVICE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = cairn_server::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
     max_connections_per_address: usize,
+    /// How many connections are served at once; more wait in the listen backlog.
+    #[arg(long, env = "SERVICE_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
+    /// How long a connection may take to send a complete request head (its first one, or
+    /// the next on a kept-alive HTTP/1 connection) before it is closed, whatever it sent.
+    #[arg(long, env = "SERVICE_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: std::time::Duration,
+    /// How long an HTTP/2 connection may stay open with no request in flight before it is
+    /// asked to close (GOAWAY).
+    #[arg(long, env = "SERVICE_HTTP2_IDLE_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    http2_idle_timeout: std::time::Duration,
+    /// Bytes of request bodies read and handled at once, daemon-wide; past it a request
+    /// waits up to 2 s, then gets 503 `SERVER_BUSY` with `Retry-After`.
+    #[arg(long, env = "SERVICE_MAX_BODY_BYTES_IN_FLIGHT", default_value_t = cairn_server::DEFAULT_MAX_BODY_BYTES_IN_FLIGHT, value_parser = clap::value_parser!(u64).range(1_048_576..))]
+    max_body_bytes_in_flight: u64,
     /// A folder connectors may read, with everything under it; repeat (or separate with
     /// commas) for more [default: the home directory of the account running the daemon].
     #[arg(long = "connector-root", env = "SERVICE_CONNECTOR_ROOTS", value_delimiter = ',')]
@@ -167,6 +182,10 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServerConfig {
         body_read_timeout: args.body_timeout,
         max_connections_per_address: args.max_connections_per_address,
+        max_connections: args.max_connections as usize,
+        header_read_timeout: args.header_timeout,
+        http2_idle_timeout: args.http2_idle_timeout,
+        max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         identify_local_accounts: profile == Profile::Solo,
         ..ServerConfig::default()
     };
@@ -478,7 +497,7 @@ pub(crate) mod tests {
 
     use cairn_agents::{DefaultRuntime, RuntimeConfig};
     use cairn_runtime::{CreateConversationInput, CustomEventInput, Runtime};
-    use cairn_store_postgres::testing::TestCluster;
+    use cairn_test_support::postgres::TestCluster;
 
     use super::*;
     use crate::{DataDirArg, DatabaseArgs};

@@ -28,6 +28,19 @@ impl std::fmt::Display for BodyTimeout {
 
 impl std::error::Error for BodyTimeout {}
 
+/// What a transport's body yields when the daemon's budget of body bytes being read at once
+/// is spent; [`read_body`] answers it with 503 `SERVER_BUSY` and `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyBusy;
+
+impl std::fmt::Display for BodyBusy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the daemon is reading as many request bodies as it may at once; retry shortly")
+    }
+}
+
+impl std::error::Error for BodyBusy {}
+
 /// The body type of every response: any `http_body::Body` of bytes, boxed.
 pub type ResponseBody = BoxBody<Bytes, Infallible>;
 
@@ -83,6 +96,11 @@ where
         Err(error) if error.is::<BodyTimeout>() => {
             Err(ApiError::new(ErrorCode::RequestTimeout, error.to_string()))
         }
+        Err(error) if error.is::<BodyBusy>() => Err(ApiError::new(
+            ErrorCode::ServerBusy,
+            error.to_string(),
+        )
+        .with_header(http::header::RETRY_AFTER, HeaderValue::from_static("1"))),
         Err(error) => {
             Err(ApiError::validation(format!("the request body could not be read: {error}")))
         }

@@ -1,6 +1,7 @@
-//! Request bodies with a deadline, and a bound on how many bodies one address may be
-//! sending at once, so a client that sends slowly (or not at all after its headers) cannot
-//! hold connections and handlers for long.
+//! Request bodies with a deadline, a bound on how many bodies one address may be sending at
+//! once, so a client that sends slowly (or not at all after its headers) cannot hold
+//! connections and handlers for long, and a daemon-wide budget of body bytes being read and
+//! handled at once, so many large bodies together cannot take the daemon's memory.
 
 use std::collections::HashMap;
 use std::future::Future as _;
@@ -11,7 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cairn_http::BodyTimeout;
+use cairn_http::{BodyBusy, BodyTimeout};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -21,12 +22,16 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A request body that fails with [`BodyTimeout`] when it is not all there by its
 /// deadline, and holds its address's slot until it is read or dropped. The deadline is armed
-/// when the body is first read, so a request nobody reads the body of costs no timer.
+/// when the body is first read, so a request nobody reads the body of costs no timer. The
+/// bytes it yields are charged to its [`Reservation`]; one that outgrows it and cannot grow
+/// it fails with [`BodyBusy`].
 pub struct GuardedBody {
     inner: Incoming,
     deadline: Option<Pin<Box<Sleep>>>,
     timeout: Duration,
     _slot: Option<OwnedSemaphorePermit>,
+    reservation: Option<Arc<Reservation>>,
+    read: u64,
 }
 
 impl GuardedBody {
@@ -34,8 +39,18 @@ impl GuardedBody {
         inner: Incoming,
         timeout: Duration,
         slot: Option<OwnedSemaphorePermit>,
+        reservation: Option<Arc<Reservation>>,
     ) -> GuardedBody {
-        GuardedBody { inner, deadline: None, timeout, _slot: slot }
+        GuardedBody { inner, deadline: None, timeout, _slot: slot, reservation, read: 0 }
+    }
+
+    /// Charges a frame of `length` bytes; false when the budget cannot cover it.
+    fn charge(&mut self, length: usize) -> bool {
+        self.read += length as u64;
+        match &self.reservation {
+            Some(reservation) => reservation.cover(self.read),
+            None => true,
+        }
     }
 }
 
@@ -48,6 +63,12 @@ impl Body for GuardedBody {
         context: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(context) {
+            if let Some(Ok(frame)) = &frame
+                && let Some(data) = frame.data_ref()
+                && !self.charge(data.len())
+            {
+                return Poll::Ready(Some(Err(Box::new(BodyBusy))));
+            }
             return Poll::Ready(frame.map(|frame| frame.map_err(BoxError::from)));
         }
         let timeout = self.timeout;
@@ -94,5 +115,86 @@ impl BodySlots {
                 .clone()
         };
         semaphore.try_acquire_owned().ok()
+    }
+}
+
+/// The daemon's budget of request-body bytes being read and handled at once: a request
+/// with a body reserves its declared length (or [`UNDECLARED_RESERVE`] when it declares
+/// none, growing as its bytes arrive) before it is read, and gives it back when its
+/// handler has answered, after the body was parsed and used.
+#[derive(Debug)]
+pub(crate) struct BodyBudget {
+    bytes: Arc<Semaphore>,
+    total: u64,
+}
+
+/// What a body that declares no length (chunked) reserves at first.
+pub(crate) const UNDECLARED_RESERVE: u64 = 64 * 1024;
+
+/// Why a body got no reservation.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The budget stayed spent for the whole wait.
+    Busy,
+    /// The body declares more than the whole budget.
+    TooLarge(u64),
+}
+
+impl BodyBudget {
+    /// A budget of `total` bytes (at most 4 GiB: a semaphore takes a `u32` at once).
+    pub(crate) fn new(total: u64) -> BodyBudget {
+        let total = total.clamp(1, u64::from(u32::MAX));
+        BodyBudget { bytes: Arc::new(Semaphore::new(total as usize)), total }
+    }
+
+    /// Reserves room for a body that declares `declared` bytes (`None`: chunked), waiting
+    /// at most `wait` for it to be free.
+    pub(crate) async fn reserve(
+        &self,
+        declared: Option<u64>,
+        wait: Duration,
+    ) -> Result<Arc<Reservation>, Refusal> {
+        let wanted = declared.unwrap_or(UNDECLARED_RESERVE).min(self.total);
+        if declared.is_some_and(|declared| declared > self.total) {
+            return Err(Refusal::TooLarge(self.total));
+        }
+        let permits = wanted.max(1) as u32;
+        let permit = match self.bytes.clone().try_acquire_many_owned(permits) {
+            Ok(permit) => permit,
+            Err(_) => tokio::time::timeout(wait, self.bytes.clone().acquire_many_owned(permits))
+                .await
+                .map_err(|_| Refusal::Busy)?
+                .expect("the budget's semaphore is never closed"),
+        };
+        Ok(Arc::new(Reservation { bytes: self.bytes.clone(), held: Mutex::new(permit) }))
+    }
+}
+
+/// Bytes of the [`BodyBudget`] held for one request until it is dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    bytes: Arc<Semaphore>,
+    held: Mutex<OwnedSemaphorePermit>,
+}
+
+impl Reservation {
+    /// Makes the reservation cover `read` bytes, growing it without waiting; false when the
+    /// budget has no room left.
+    fn cover(&self, read: u64) -> bool {
+        let mut held = self.held.lock().expect("never poisoned");
+        let have = held.num_permits() as u64;
+        if read <= have {
+            return true;
+        }
+        // Grown in steps, so a chunked body does not take the lock for every frame.
+        let more = (read - have).max(UNDECLARED_RESERVE);
+        let Ok(more) = u32::try_from(more) else { return false };
+        match self.bytes.clone().try_acquire_many_owned(more) {
+            Ok(permit) => {
+                held.merge(permit);
+                true
+            }
+            Err(_) => false,
+        }
     }
 }

@@ -54,6 +54,13 @@ pub struct ServerConfig {
     /// How many requests one address may be sending bodies for at once; more are answered
     /// 429 at once, so slow senders cannot take every connection.
     pub max_body_reads_per_address: usize,
+    /// Bytes of request bodies being read and handled at once, daemon-wide (a body holds its
+    /// share until its handler has answered). A request whose body does not fit waits up to
+    /// [`BODY_BUDGET_WAIT`], then is answered 503 `SERVER_BUSY` with `Retry-After`.
+    pub max_body_bytes_in_flight: u64,
+    /// How long an HTTP/2 connection may stay open with no request in flight; it is then
+    /// asked to close (GOAWAY). Its keep-alive pings go on meanwhile.
+    pub http2_idle_timeout: Duration,
     /// How many connections one client address (an IPv6 client's /64) may hold at once, so
     /// one caller cannot take every one of `max_connections`; 0 for no limit (behind a
     /// reverse proxy, every connection comes from its address). Past it, a connection gets
@@ -73,6 +80,8 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             max_body_reads_per_address: 16,
+            max_body_bytes_in_flight: DEFAULT_MAX_BODY_BYTES_IN_FLIGHT,
+            http2_idle_timeout: Duration::from_secs(60),
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             identify_local_accounts: false,
         }
@@ -81,6 +90,13 @@ impl Default for ServerConfig {
 
 /// A quarter of the default 1,024 connections: four callers are needed to fill them.
 pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+
+/// Twice the largest body the API takes (a 16 MiB memory batch): two such batches are read
+/// and parsed at once, and small bodies are never short of room.
+pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: u64 = 32 * 1024 * 1024;
+
+/// How long a request waits for room in the body budget before it is answered 503.
+pub const BODY_BUDGET_WAIT: Duration = Duration::from_secs(2);
 
 pub use crate::openapi::{document as openapi_document, openapi_json};
 
@@ -255,6 +271,7 @@ pub async fn serve(
 ) -> io::Result<()> {
     let open = Arc::new(OpenConnections::default());
     let body_slots = Arc::new(body::BodySlots::new(config.max_body_reads_per_address));
+    let body_budget = Arc::new(body::BodyBudget::new(config.max_body_bytes_in_flight));
     let connection_slots = Arc::new(Semaphore::new(config.max_connections));
     let per_address = connections::AddressSlots::new(config.max_connections_per_address);
     let refusals = Arc::new(Semaphore::new(connections::MAX_REFUSALS_AT_ONCE));
@@ -264,8 +281,8 @@ pub async fn serve(
     let owner = local_accounts_owner(config.identify_local_accounts);
     // HTTP/1 connections (all but HTTP/2 with prior knowledge) are served by hyper's HTTP/1
     // connection directly; a connection whose first bytes may be HTTP/2's preface goes to
-    // the auto builder, which reads the preface and serves either. The first are guarded by
-    // the reaper (see `watch`), the others by hyper's header timer.
+    // the auto builder, which reads the preface and serves either. The reaper guards both
+    // (see `watch`): the first by their writes, the others by their requests.
     let mut auto = auto::Builder::new(TokioExecutor::new());
     auto.http1().timer(TokioTimer::new()).header_read_timeout(config.header_read_timeout);
     auto.http2()
@@ -273,7 +290,11 @@ pub async fn serve(
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(10));
     let builders = Arc::new((http1::Builder::new(), auto));
-    let reaper = tokio::spawn(open.clone().reaper(config.header_read_timeout));
+    let timeouts = watch::Timeouts {
+        header: config.header_read_timeout,
+        http2_idle: config.http2_idle_timeout,
+    };
+    let reaper = tokio::spawn(open.clone().reaper(timeouts));
     let mut shutdown = std::pin::pin!(shutdown);
 
     loop {
@@ -307,6 +328,7 @@ pub async fn serve(
         let sockets_open = sockets_open.clone();
         let services = services.clone();
         let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
+        let budget = body_budget.clone();
         let (builders, first_byte_timeout) = (builders.clone(), config.header_read_timeout);
         tokio::spawn(async move {
             // The protocol is sniffed from the first bytes, before hyper's own header
@@ -320,13 +342,11 @@ pub async fn serve(
             // HTTP/2's preface begins `PR`; no HTTP/1 request does (`POST`, `PUT`, `PATCH`
             // begin with `P` too, so one byte alone does not tell).
             let http2_maybe = first[0] == b'P' && (read < 2 || first[1] == b'R');
+            // Looked up when the first request arrives, not before: a connection that never
+            // sends one costs no read of the socket table.
             let account = match (owner, stream.local_addr()) {
-                (Some(owner), Ok(local)) => Some(
-                    tokio::task::spawn_blocking(move || peer::account_of(peer, local, owner))
-                        .await
-                        .unwrap_or(PeerAccount::Unknown),
-                ),
-                _ => None,
+                (Some(owner), Ok(local)) => LocalAccount::Pending { owner, local },
+                _ => LocalAccount::NotAsked,
             };
             // hyper hands an upgraded connection over and ends its own; a voice socket then
             // keeps the connection's slots until it closes, so it still counts against
@@ -335,13 +355,22 @@ pub async fn serve(
             // What every request of the connection shares, cloned once here: a request
             // clones this one `Arc`, which no other connection touches.
             let watched = registered.watched.clone();
-            let shared =
-                Arc::new(Connection { services, peer, account, slots, body_timeout, watched });
+            let shared = Arc::new(Connection {
+                services,
+                peer,
+                account,
+                account_found: tokio::sync::OnceCell::new(),
+                slots,
+                budget,
+                body_timeout,
+                watched,
+            });
             let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
                 // What can be answered at once (health) is, without the handler's future.
-                if let Some(response) =
-                    shared.services.answer_now(&request, shared.peer, shared.account)
+                if let Some(account) = shared.account_now()
+                    && let Some(response) =
+                        shared.services.answer_now(&request, shared.peer, account)
                 {
                     return Either::Left(std::future::ready(Ok(response)));
                 }
@@ -356,7 +385,7 @@ pub async fn serve(
             let watched = &registered.watched;
             let io = TokioIo::new(WatchedIo::new(stream, watched.clone()));
             let ended = if http2_maybe {
-                watched.unguard();
+                watched.watch_requests();
                 let connection = auto.serve_connection_with_upgrades(io, service);
                 serve_watched(connection, watched, |connection| connection.graceful_shutdown())
                     .await
@@ -395,14 +424,50 @@ pub async fn serve(
 struct Connection {
     services: Services,
     peer: SocketAddr,
-    account: Option<PeerAccount>,
+    account: LocalAccount,
+    /// The account once looked up (see [`LocalAccount::Pending`]).
+    account_found: tokio::sync::OnceCell<PeerAccount>,
     slots: Arc<body::BodySlots>,
+    budget: Arc<body::BodyBudget>,
     body_timeout: Duration,
     /// What the reaper knows of the connection: a request marks it busy while handled.
     watched: Arc<watch::Watched>,
 }
 
+/// The local account a connection comes from, for the solo profile.
+#[derive(Debug, Clone, Copy)]
+enum LocalAccount {
+    /// Accounts are not told apart.
+    NotAsked,
+    /// To be looked up in the socket table when the first request arrives.
+    Pending { owner: u32, local: SocketAddr },
+}
+
 impl Connection {
+    /// The connection's account when it is known without waiting: `None` while it is still
+    /// to be looked up.
+    fn account_now(&self) -> Option<Option<PeerAccount>> {
+        match self.account {
+            LocalAccount::NotAsked => Some(None),
+            LocalAccount::Pending { .. } => self.account_found.get().map(|found| Some(*found)),
+        }
+    }
+
+    /// The connection's account, looked up once (on a blocking thread: it reads files).
+    async fn account(&self) -> Option<PeerAccount> {
+        let LocalAccount::Pending { owner, local } = self.account else { return None };
+        let peer = self.peer;
+        let found = self
+            .account_found
+            .get_or_init(|| async move {
+                tokio::task::spawn_blocking(move || peer::account_of(peer, local, owner))
+                    .await
+                    .unwrap_or(PeerAccount::Unknown)
+            })
+            .await;
+        Some(*found)
+    }
+
     /// Answers one request; `held` is the connection's slots when it asks for an upgrade.
     fn respond(
         self: Arc<Connection>,
@@ -410,21 +475,37 @@ impl Connection {
         held: Option<Held>,
     ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> + Send + 'static {
         let peer = self.peer;
-        let slot = match request.body().is_end_stream() {
-            true => Ok(None),
-            false => self.slots.take(peer.ip()).map(Some).ok_or(()),
+        let has_body = !request.body().is_end_stream();
+        let slot = match has_body {
+            false => Ok(None),
+            true => self.slots.take(peer.ip()).map(Some).ok_or(()),
         };
-        let request =
-            slot.map(|slot| request.map(|body| GuardedBody::new(body, self.body_timeout, slot)));
         let busy = self.watched.busy();
         async move {
-            let Ok(mut request) = request else {
+            let Ok(slot) = slot else {
                 return Ok(too_many_bodies(peer));
             };
+            // Room for the body in the daemon's budget, held until the handler has answered.
+            let reservation = match has_body {
+                false => None,
+                true => {
+                    let declared = request.body().size_hint().exact();
+                    match self.budget.reserve(declared, BODY_BUDGET_WAIT).await {
+                        Ok(reservation) => Some(reservation),
+                        Err(refusal) => return Ok(body_refused(refusal)),
+                    }
+                }
+            };
+            let body_timeout = self.body_timeout;
+            let held_budget = reservation.clone();
+            let mut request =
+                request.map(|body| GuardedBody::new(body, body_timeout, slot, reservation));
             let response = if request.method() == http::Method::GET {
                 // Taken before the handler sees the request: its answer may be a 101.
                 let pending = held.map(|held| (hyper::upgrade::on(&mut request), held));
-                let mut response = self.services.handle(request, peer, self.account).await;
+                let account = self.account().await;
+                let mut response = self.services.handle(request, peer, account).await;
+                drop(held_budget);
                 if let Some((pending, held)) = pending {
                     spawn_voice_socket(&mut response, pending, held);
                 }
@@ -433,7 +514,9 @@ impl Connection {
                 // A handler that may write runs to completion even when its client goes
                 // away, so a committed write also finishes what follows it. Reads need not.
                 let handled = tokio::spawn(async move {
-                    self.services.handle(request, self.peer, self.account).await
+                    let _budget = held_budget;
+                    let account = self.account().await;
+                    self.services.handle(request, self.peer, account).await
                 });
                 handled.await.unwrap_or_else(|error| {
                     tracing::error!(%error, "request handler failed");
@@ -500,6 +583,27 @@ fn too_many_bodies(peer: SocketAddr) -> Response<ResponseBody> {
     let mut response = ApiError::new(ErrorCode::RateLimited, message)
         .with_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"))
         .into_response();
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
+}
+
+/// The answer to a request whose body found no room in the daemon's body budget. Its body
+/// is left unread, so the connection closes after the answer.
+fn body_refused(refusal: body::Refusal) -> Response<ResponseBody> {
+    let error = match refusal {
+        body::Refusal::Busy => ApiError::new(
+            ErrorCode::ServerBusy,
+            "the daemon is reading as many request bodies as it may at once; retry shortly",
+        )
+        .with_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("1")),
+        body::Refusal::TooLarge(total) => ApiError::payload_too_large(format!(
+            "the request body is larger than the {total} bytes the daemon reads at once \
+             (--max-body-bytes-in-flight)"
+        )),
+    };
+    let mut response = error.into_response();
     response
         .headers_mut()
         .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));

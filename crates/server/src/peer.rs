@@ -19,19 +19,38 @@ const TIME_WAIT: &str = "06";
 
 /// Looks up the account of the connection from `peer` to `local`, and compares it with
 /// `owner` (the daemon's effective uid). Blocking: it reads files.
+///
+/// The kernel writes a socket table a page at a time, and a socket that moves in its hash
+/// table between two pages (others opening and closing: a busy daemon) can be missed by a
+/// read. A socket not found is looked for again, a few times, before the answer is
+/// `Unknown`; the API answers that with "retry" (503), never with a refusal of the owner
+/// nor with the owner's rights.
 pub(crate) fn account_of(peer: SocketAddr, local: SocketAddr, owner: u32) -> PeerAccount {
-    let mut tables = Vec::with_capacity(SOCKET_TABLES.len());
-    for path in SOCKET_TABLES {
-        match std::fs::read_to_string(path) {
-            Ok(text) => tables.push(text),
-            // A kernel without IPv6 has no tcp6 table.
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => tracing::warn!(%error, path, "cannot read the socket table"),
+    for attempt in 0..LOOKUPS {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(5 * attempt as u64));
+        }
+        if let Some(uid) = SOCKET_TABLES.iter().find_map(|path| {
+            let table = match std::fs::read_to_string(path) {
+                Ok(text) => text,
+                // A kernel without IPv6 has no tcp6 table.
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+                Err(error) => {
+                    tracing::warn!(%error, path, "cannot read the socket table");
+                    return None;
+                }
+            };
+            uid_in_table(&table, peer, local)
+        }) {
+            return decide(Some(uid), owner);
         }
     }
-    let found = tables.iter().find_map(|table| uid_in_table(table, peer, local));
-    decide(found, owner)
+    tracing::warn!(%peer, "the connection's socket was not found in the socket table");
+    PeerAccount::Unknown
 }
+
+/// How many times a connection's socket is looked for.
+const LOOKUPS: usize = 4;
 
 /// The account of the connection from `peer` to `local` in the text of a socket table,
 /// compared with `owner`.

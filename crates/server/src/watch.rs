@@ -1,16 +1,22 @@
 //! The connections being served: the signal that finishes them at shutdown, and the guard
 //! that closes the ones that stall.
 //!
-//! The guard: a server-wide reaper looks at every HTTP/1 connection once every quarter of
-//! the header timeout, and closes one that has written nothing for the timeout while none
-//! of its requests was being handled or streamed. That is a client whose request headers
+//! The guard: a server-wide reaper looks at every connection once every quarter of the
+//! header timeout. It closes an HTTP/1 connection that has written nothing for the timeout
+//! while none of its requests was being handled or streamed. That is a client whose request headers
 //! never end (the slow-loris attack: a request head always gets an answer, and an answer is
 //! written), a kept-alive connection that sends nothing more, and a client that stops
 //! reading its answers. It closes a stalled connection between the timeout and half as long
 //! again after its last progress, never before. A request costs the guard one counter bump
-//! when its answer is written, and nothing else: hyper's own header timer (which the
-//! HTTP/2-capable connections keep) reads the clock, allocates a sleep and takes its lock
-//! for every request. Request bodies have their own deadline (`body::GuardedBody`).
+//! when its answer is written, and nothing else: hyper's own header timer reads the clock,
+//! allocates a sleep and takes its lock for every request. Request bodies have their own
+//! deadline (`body::GuardedBody`).
+//!
+//! A connection whose first bytes may be HTTP/2's preface is watched by its requests, not
+//! its writes (HTTP/2 writes pings and settings of its own): it is closed when no request
+//! arrived within the header timeout of its start (a client that sent `P` and nothing
+//! more), and asked to finish (GOAWAY) once no request has been in flight for the HTTP/2
+//! idle timeout.
 //!
 //! Shutdown sets each connection's signal and wakes it; a connection's task looks at the
 //! signal each time it runs, and registers its waker only when that changes, so it polls
@@ -39,8 +45,10 @@ pub(crate) struct Watched {
     signal: AtomicU8,
     /// The connection task's waker, for the signal.
     waker: Mutex<Option<Waker>>,
-    /// Left to hyper's own header timer (HTTP/2-capable connections): never reaped.
-    unguarded: AtomicBool,
+    /// Requests begun, for HTTP/2-capable connections' idleness.
+    requests: AtomicU64,
+    /// Watched by its requests (HTTP/2-capable), not its writes.
+    by_requests: AtomicBool,
 }
 
 /// Go on serving.
@@ -58,15 +66,17 @@ impl Watched {
         }
     }
 
-    /// Leaves this connection to hyper's own header timer: the reaper never closes it.
-    pub(crate) fn unguard(&self) {
-        self.unguarded.store(true, Ordering::Relaxed);
+    /// Watches this connection by its requests (see the module's notes): for connections
+    /// that may speak HTTP/2.
+    pub(crate) fn watch_requests(&self) {
+        self.by_requests.store(true, Ordering::Relaxed);
     }
 
     /// Marks a request busy until the guard is dropped: the reaper leaves the connection
     /// alone meanwhile, however long it writes nothing.
     pub(crate) fn busy(self: &Arc<Watched>) -> Busy {
         self.busy.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(1, Ordering::Relaxed);
         Busy(self.clone())
     }
 }
@@ -93,9 +103,19 @@ pub(crate) struct OpenConnections {
 /// The reaper's view of one connection.
 struct Entry {
     watched: Arc<Watched>,
-    /// Its writes when last looked at, and since when they have not changed.
-    writes_seen: u64,
+    /// Its writes (or requests, when watched by them) when last looked at, and since when
+    /// they have not changed.
+    progress_seen: u64,
     quiet_since: Instant,
+}
+
+/// How long connections may stall before the reaper acts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// An HTTP/1 connection's silence; any connection's wait for its first request.
+    pub(crate) header: Duration,
+    /// An HTTP/2-capable connection's time with no request in flight, once it had one.
+    pub(crate) http2_idle: Duration,
 }
 
 /// One connection's place in [`OpenConnections`], left when dropped.
@@ -110,7 +130,8 @@ impl OpenConnections {
     pub(crate) fn register(self: &Arc<OpenConnections>) -> Registered {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let watched = Arc::new(Watched::default());
-        let entry = Entry { watched: watched.clone(), writes_seen: 0, quiet_since: Instant::now() };
+        let entry =
+            Entry { watched: watched.clone(), progress_seen: 0, quiet_since: Instant::now() };
         self.connections.lock().expect("never poisoned").insert(id, entry);
         Registered { open: self.clone(), id, watched }
     }
@@ -122,37 +143,47 @@ impl OpenConnections {
         }
     }
 
-    /// One look at every guarded connection at `now`: the ones quiet for `timeout` close.
-    /// Answers how many were told to.
-    fn reap(&self, now: Instant, timeout: Duration) -> usize {
-        let mut closed = 0;
+    /// One look at every connection at `now`: the ones that stalled are told to close (or,
+    /// idle HTTP/2 ones, to finish). Answers how many were told.
+    fn reap(&self, now: Instant, timeouts: Timeouts) -> usize {
+        let mut told = 0;
         let mut connections = self.connections.lock().expect("never poisoned");
-        for entry in connections
-            .values_mut()
-            .filter(|entry| !entry.watched.unguarded.load(Ordering::Relaxed))
-        {
-            let writes = entry.watched.writes.load(Ordering::Relaxed);
-            if writes != entry.writes_seen || entry.watched.busy.load(Ordering::Relaxed) > 0 {
-                entry.writes_seen = writes;
+        for entry in connections.values_mut() {
+            let watched = &entry.watched;
+            let by_requests = watched.by_requests.load(Ordering::Relaxed);
+            let progress = match by_requests {
+                true => watched.requests.load(Ordering::Relaxed),
+                false => watched.writes.load(Ordering::Relaxed),
+            };
+            if progress != entry.progress_seen || watched.busy.load(Ordering::Relaxed) > 0 {
+                entry.progress_seen = progress;
                 entry.quiet_since = now;
-            } else if now.saturating_duration_since(entry.quiet_since) >= timeout {
-                entry.watched.signal(CLOSE);
-                closed += 1;
+                continue;
+            }
+            let quiet = now.saturating_duration_since(entry.quiet_since);
+            let (limit, signal) = match (by_requests, progress) {
+                // No request yet: whatever it sent, its first request head is late.
+                (true, 0) | (false, _) => (timeouts.header, CLOSE),
+                (true, _) => (timeouts.http2_idle, FINISH),
+            };
+            if quiet >= limit && watched.signal.load(Ordering::Relaxed) < signal {
+                watched.signal(signal);
+                told += 1;
             }
         }
-        closed
+        told
     }
 
     /// Closes stalled connections (see the module's notes) until its task is aborted.
-    pub(crate) async fn reaper(self: Arc<OpenConnections>, timeout: Duration) {
-        let tick = (timeout / 4).max(Duration::from_millis(1));
+    pub(crate) async fn reaper(self: Arc<OpenConnections>, timeouts: Timeouts) {
+        let tick = (timeouts.header.min(timeouts.http2_idle) / 4).max(Duration::from_millis(1));
         let mut ticks = tokio::time::interval(tick);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
-            let closed = self.reap(Instant::now(), timeout);
-            if closed > 0 {
-                tracing::debug!(closed, ?timeout, "closed connections that stalled");
+            let told = self.reap(Instant::now(), timeouts);
+            if told > 0 {
+                tracing::debug!(told, ?timeouts, "closed connections that stalled");
             }
         }
     }
@@ -267,16 +298,17 @@ mod tests {
     use super::*;
 
     const TIMEOUT: Duration = Duration::from_secs(10);
+    const TIMEOUTS: Timeouts = Timeouts { header: TIMEOUT, http2_idle: Duration::from_secs(100) };
 
     #[test]
     fn a_quiet_connection_closes_after_the_timeout_and_never_before() {
         let open = Arc::new(OpenConnections::default());
         let connection = open.register();
         let start = Instant::now();
-        assert_eq!(open.reap(start + TIMEOUT / 2, TIMEOUT), 0);
+        assert_eq!(open.reap(start + TIMEOUT / 2, TIMEOUTS), 0);
         assert_eq!(connection.watched.signal.load(Ordering::Relaxed), SERVE);
         // Registration started its quiet time.
-        assert_eq!(open.reap(start + TIMEOUT + Duration::from_millis(1), TIMEOUT), 1);
+        assert_eq!(open.reap(start + TIMEOUT + Duration::from_millis(1), TIMEOUTS), 1);
         assert_eq!(connection.watched.signal.load(Ordering::Relaxed), CLOSE);
     }
 
@@ -284,29 +316,48 @@ mod tests {
     fn writes_and_busy_requests_keep_a_connection_open() {
         let open = Arc::new(OpenConnections::default());
         let connection = open.register();
-        let unguarded = open.register();
-        unguarded.watched.unguard();
+        let http2 = open.register();
+        http2.watched.watch_requests();
+        let request = http2.watched.busy();
+        drop(request);
         let start = Instant::now();
         // An answer written: the quiet time starts again at the look that saw it.
         connection.watched.writes.fetch_add(1, Ordering::Relaxed);
-        assert_eq!(open.reap(start + TIMEOUT * 3 / 4, TIMEOUT), 0);
-        assert_eq!(open.reap(start + TIMEOUT * 3 / 2, TIMEOUT), 0);
+        assert_eq!(open.reap(start + TIMEOUT * 3 / 4, TIMEOUTS), 0);
+        assert_eq!(open.reap(start + TIMEOUT * 3 / 2, TIMEOUTS), 0);
         // A request being handled keeps it open however long it is quiet.
         let busy = connection.watched.busy();
-        assert_eq!(open.reap(start + TIMEOUT * 5, TIMEOUT), 0);
+        assert_eq!(open.reap(start + TIMEOUT * 5, TIMEOUTS), 0);
         drop(busy);
-        assert_eq!(open.reap(start + TIMEOUT * 6 - Duration::from_millis(1), TIMEOUT), 0);
+        assert_eq!(open.reap(start + TIMEOUT * 6 - Duration::from_millis(1), TIMEOUTS), 0);
         assert_eq!(
-            open.reap(start + TIMEOUT * 6, TIMEOUT),
+            open.reap(start + TIMEOUT * 6, TIMEOUTS),
             0,
             "the end of the request is progress"
         );
-        assert_eq!(open.reap(start + TIMEOUT * 7, TIMEOUT), 1);
-        // The unguarded one (HTTP/2-capable, with hyper's own timer) was left alone.
-        assert_eq!(unguarded.watched.signal.load(Ordering::Relaxed), SERVE);
-        // A connection that left is forgotten.
+        assert_eq!(open.reap(start + TIMEOUT * 7, TIMEOUTS), 1);
+        // The HTTP/2 one, which had a request and writes nothing, is idle for less than its
+        // own timeout.
+        assert_eq!(http2.watched.signal.load(Ordering::Relaxed), SERVE);
+        // A connection that left is forgotten; the HTTP/2 one is asked to finish once idle
+        // for its own timeout.
         drop(connection);
-        assert_eq!(open.reap(start + TIMEOUT * 20, TIMEOUT), 0);
+        assert_eq!(open.reap(start + TIMEOUT * 20, TIMEOUTS), 1);
+        assert_eq!(http2.watched.signal.load(Ordering::Relaxed), FINISH);
+        assert_eq!(open.reap(start + TIMEOUT * 21, TIMEOUTS), 0, "told once");
+    }
+
+    #[test]
+    fn an_http2_capable_connection_without_a_request_closes_after_the_header_timeout() {
+        let open = Arc::new(OpenConnections::default());
+        let connection = open.register();
+        connection.watched.watch_requests();
+        let start = Instant::now();
+        // Its own writes (settings, pings) are not progress.
+        connection.watched.writes.fetch_add(3, Ordering::Relaxed);
+        assert_eq!(open.reap(start + TIMEOUT / 2, TIMEOUTS), 0);
+        assert_eq!(open.reap(start + TIMEOUT + Duration::from_millis(1), TIMEOUTS), 1);
+        assert_eq!(connection.watched.signal.load(Ordering::Relaxed), CLOSE);
     }
 
     #[tokio::test]

@@ -24,6 +24,9 @@ pub enum ErrorCode {
     RateLimited,
     InternalError,
     Unavailable,
+    /// The daemon is at a bound of its own (bodies being read at once, turns waiting): retry
+    /// after `Retry-After`.
+    ServerBusy,
     ConversationNotFound,
     PromptNotFound,
     ConversationClosed,
@@ -49,6 +52,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::InternalError => "INTERNAL_ERROR",
             ErrorCode::Unavailable => "SERVICE_UNAVAILABLE",
+            ErrorCode::ServerBusy => "SERVER_BUSY",
             ErrorCode::ConversationNotFound => "CONVERSATION_NOT_FOUND",
             ErrorCode::PromptNotFound => "PROMPT_NOT_FOUND",
             ErrorCode::ConversationClosed => "CONVERSATION_CLOSED",
@@ -77,7 +81,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => 429,
             ErrorCode::InternalError => 500,
             ErrorCode::CapabilityNotSupported => 501,
-            ErrorCode::Unavailable => 503,
+            ErrorCode::Unavailable | ErrorCode::ServerBusy => 503,
         }
     }
 }
@@ -93,7 +97,7 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
     /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
-    /// `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`; the runtime adds `CONVERSATION_NOT_FOUND`,
+    /// `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`, `SERVER_BUSY`; the runtime adds `CONVERSATION_NOT_FOUND`,
     /// `PROMPT_NOT_FOUND`, `CONVERSATION_CLOSED`, `CAPABILITY_NOT_SUPPORTED` and, for the voice
     /// socket's handshake, `BAD_REQUEST`.
     #[schema(example = "VALIDATION_ERROR")]

@@ -926,6 +926,9 @@ impl Runtime for DefaultRuntime {
                 input.prompt_id, prompt.prompt.widget_kind, input.widget_kind
             )));
         }
+        // Checked before anything is written: a mismatch leaves the prompt open.
+        crate::widget::check_output(&input.widget_kind, &prompt.prompt.input, &input.output)
+            .map_err(RuntimeError::Invalid)?;
         let submitted = NewEvent {
             kind: "prompt.submitted".into(),
             data: json!({

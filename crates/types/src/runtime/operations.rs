@@ -184,14 +184,19 @@ pub struct SubmitWidgetBody {
     pub output: Value,
 }
 
+/// An omitted event payload: an empty object, which a schema that requires no field takes.
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
 /// The body of `POST /conversations/:id/custom-events` (emitCustomEvent).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CustomEventBody {
     /// One of the custom events the handler defines.
     pub event_name: String,
-    /// Checked against the event's JSON Schema (`null` when absent).
-    #[serde(default)]
+    /// Checked against the event's JSON Schema; `{}` when absent.
+    #[serde(default = "empty_object")]
     pub payload: Value,
 }
 
@@ -225,8 +230,8 @@ pub struct JourneyEventBody {
     /// One of the journey events the handler defines.
     pub event_name: String,
     pub app: Option<Value>,
-    /// Checked against the event's JSON Schema (`null` when absent).
-    #[serde(default)]
+    /// Checked against the event's JSON Schema; `{}` when absent.
+    #[serde(default = "empty_object")]
     pub payload: Value,
     /// Default `full`.
     pub routing: Option<Routing>,
