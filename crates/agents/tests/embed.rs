@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use cairn_runtime::HandlerOptions;
+use cairn_test_support::loopback;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -111,23 +112,10 @@ async fn idle_event_streams_get_comment_heartbeats() {
 
 /// Serves a handler alone (no application routes, no base path).
 async fn start_plain(handler: cairn_runtime::RuntimeHandler) -> String {
-    use hyper::service::service_fn;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let handler = handler.clone();
-            let service = service_fn(move |request| {
-                let handler = handler.clone();
-                async move { Ok::<_, std::convert::Infallible>(handler.handle(request).await) }
-            });
-            tokio::spawn(async move {
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let _ =
-                    builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
-            });
-        }
-    });
-    base
+    let server = loopback::serve(move |request| {
+        let handler = handler.clone();
+        async move { handler.handle(request).await }
+    })
+    .await;
+    server.url()
 }
