@@ -332,93 +332,23 @@ fn excerpt(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::net::{TcpListener, TcpStream};
     use std::sync::Mutex;
     use std::sync::mpsc;
-    use std::thread::JoinHandle;
+
+    use cairn_test_support::standin::{Answer, Request, StandIn};
 
     use super::*;
 
-    /// What the stand-in server received.
-    #[derive(Debug)]
-    struct Received {
-        method: String,
-        path: String,
-        headers: Vec<(String, String)>,
-        body: Value,
+    /// A stand-in that answers one request with `answer`, and the base URL to reach it (with a
+    /// trailing slash, which the client must cope with).
+    fn serve_once(answer: Answer) -> (String, StandIn) {
+        let stand_in = StandIn::answering([answer]);
+        (format!("{}/v1/", stand_in.url()), stand_in)
     }
 
-    impl Received {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(key, _)| key.eq_ignore_ascii_case(name))
-                .map(|(_, value)| value.as_str())
-        }
-    }
-
-    /// Serves one connection on a free local port with `respond`, returning the base URL (with a
-    /// trailing slash, which the client must cope with) and the thread, which yields the request.
-    fn serve_once(
-        respond: impl FnOnce(&TcpStream) + Send + 'static,
-    ) -> (String, JoinHandle<Received>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1/", listener.local_addr().unwrap());
-        let server = std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            let received = read_request(&stream);
-            respond(&stream);
-            received
-        });
-        (url, server)
-    }
-
-    fn read_request(stream: &TcpStream) -> Received {
-        let mut reader = BufReader::new(stream);
-        let mut request_line = String::new();
-        reader.read_line(&mut request_line).unwrap();
-        let mut parts = request_line.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_owned();
-        let path = parts.next().unwrap_or_default().to_owned();
-        let mut headers = Vec::new();
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let (name, value) = line.split_once(':').unwrap();
-            headers.push((name.trim().to_owned(), value.trim().to_owned()));
-        }
-        let mut received = Received { method, path, headers, body: Value::Null };
-        let length: usize = received.header("content-length").unwrap().parse().unwrap();
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        received.body = serde_json::from_slice(&body).unwrap();
-        received
-    }
-
-    /// Writes to the client, ignoring failures: once the client has read `[DONE]` it may close
-    /// the connection before the stand-in is done writing, and the assertions are client-side.
-    fn send(mut stream: &TcpStream, bytes: &[u8]) {
-        let _ = stream.write_all(bytes).and_then(|()| stream.flush());
-    }
-
-    fn send_chunk(stream: &TcpStream, data: &[u8]) {
-        send(stream, format!("{:x}\r\n", data.len()).as_bytes());
-        send(stream, data);
-        send(stream, b"\r\n");
-    }
-
-    fn send_response(stream: &TcpStream, status: &str, content_type: &str, body: &str) {
-        let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        );
-        send(stream, head.as_bytes());
-        send(stream, body.as_bytes());
+    /// The one request the stand-in received.
+    fn received(stand_in: &StandIn) -> Request {
+        stand_in.wait_for(1, Duration::from_secs(60)).swap_remove(0)
     }
 
     fn client(url: String, api_key: Option<&str>) -> ChatClient {
@@ -452,47 +382,50 @@ mod tests {
     #[tokio::test]
     async fn streams_deltas_in_order_and_returns_the_whole_text() {
         let (deltas, arrived, on_delta) = collector();
-        let (url, server) = serve_once(move |stream| {
-            send(
-                stream,
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                  transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n",
-            );
-            send_chunk(
-                stream,
-                b": keep-alive\n\n\
-                  data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n\
-                  data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n",
-            );
-            // The rest is held back until the first delta has reached the callback, which shows
-            // that deltas are delivered while the stream is still open. The limit only keeps a
-            // broken client from hanging the test.
-            let prompt = arrived.recv_timeout(Duration::from_secs(60)).is_ok();
-            let rest = "event: message\nid: 3\n\
-                        data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\", wörld\"}}]}\r\n\r\n\
-                        data:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"!\"},\"finish_reason\":\"stop\"}]}\n\n\
-                        data: {\"choices\":[],\"usage\":{\"total_tokens\":9}}\n\n\
-                        data: [DONE]\n\n";
-            // Cut inside "ö" so both a line and a character span two chunks.
-            let cut = rest.find('ö').unwrap() + 1;
-            send_chunk(stream, &rest.as_bytes()[..cut]);
-            send_chunk(stream, &rest.as_bytes()[cut..]);
-            send(stream, b"0\r\n\r\n");
-            assert!(prompt, "the first delta did not arrive before the rest was sent");
-        });
+        // The rest is held back until the first delta has reached the callback, which shows
+        // that deltas are delivered while the stream is still open. The limit only keeps a
+        // broken client from hanging the test.
+        let (told, prompt) = mpsc::channel();
+        let rest = "event: message\nid: 3\n\
+                    data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\", wörld\"}}]}\r\n\r\n\
+                    data:{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"!\"},\"finish_reason\":\"stop\"}]}\n\n\
+                    data: {\"choices\":[],\"usage\":{\"total_tokens\":9}}\n\n\
+                    data: [DONE]\n\n";
+        // Cut inside "ö" so both a line and a character span two chunks.
+        let cut = rest.find('ö').unwrap() + 1;
+        let answer = Answer::raw()
+            .write(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                 transfer-encoding: chunked\r\ncache-control: no-cache\r\n\r\n",
+            )
+            .write_chunk(
+                ": keep-alive\n\n\
+                 data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]}\n\n\
+                 data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n",
+            )
+            .then(move || {
+                let _ = told.send(arrived.recv_timeout(Duration::from_secs(60)).is_ok());
+            })
+            .write_chunk(&rest.as_bytes()[..cut])
+            .write_chunk(&rest.as_bytes()[cut..])
+            .write_chunk("");
+        let (url, server) = serve_once(answer);
 
         let text = client(url, Some("sk-test")).complete(conversation(), on_delta).await.unwrap();
 
         assert_eq!(text, "Hello, wörld!");
         assert_eq!(*deltas.lock().unwrap(), ["Hello", ", wörld", "!"]);
-        let received = server.join().expect("the stand-in server failed");
+        let prompt = prompt.recv().expect("the stand-in sent the rest");
+        assert!(prompt, "the first delta did not arrive before the rest was sent");
+        let received = received(&server);
+        let body = received.json();
         assert_eq!(received.method, "POST");
         assert_eq!(received.path, "/v1/chat/completions");
         assert_eq!(received.header("authorization"), Some("Bearer sk-test"));
-        assert_eq!(received.body["model"], "test-model");
-        assert_eq!(received.body["stream"], true);
+        assert_eq!(body["model"], "test-model");
+        assert_eq!(body["stream"], true);
         assert_eq!(
-            received.body["messages"],
+            body["messages"],
             json!([
                 {"role": "system", "content": "Be brief."},
                 {"role": "user", "content": "Greet the world."},
@@ -503,38 +436,35 @@ mod tests {
     #[tokio::test]
     async fn accepts_a_non_streamed_json_answer() {
         let (deltas, _arrived, on_delta) = collector();
-        let (url, server) = serve_once(|stream| {
-            let body = json!({
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "choices": [{
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "Just this."},
-                    "finish_reason": "stop",
-                }],
-            });
-            send_response(stream, "200 OK", "application/json; charset=utf-8", &body.to_string());
+        let body = json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": "Just this."},
+                "finish_reason": "stop",
+            }],
         });
+        let (url, server) =
+            serve_once(Answer::new("200 OK", "application/json; charset=utf-8", body.to_string()));
 
         let text = client(url, None).complete(conversation(), on_delta).await.unwrap();
 
         assert_eq!(text, "Just this.");
         assert_eq!(*deltas.lock().unwrap(), ["Just this."]);
-        let received = server.join().expect("the stand-in server failed");
+        let received = received(&server);
         assert_eq!(received.header("authorization"), None);
-        assert_eq!(received.body["stream"], true);
+        assert_eq!(received.json()["stream"], true);
     }
 
     #[tokio::test]
     async fn a_refusal_gives_the_status_and_the_start_of_the_body() {
         let (deltas, _arrived, on_delta) = collector();
-        let (url, server) = serve_once(|stream| {
-            let body = format!(
-                "{{\"error\":{{\"message\":\"Incorrect API key\",\"padding\":\"{}\"}}}}",
-                "x".repeat(1000)
-            );
-            send_response(stream, "401 Unauthorized", "application/json", &body);
-        });
+        let body = format!(
+            "{{\"error\":{{\"message\":\"Incorrect API key\",\"padding\":\"{}\"}}}}",
+            "x".repeat(1000)
+        );
+        let (url, server) = serve_once(Answer::new("401 Unauthorized", "application/json", body));
 
         let error =
             client(url, Some("wrong")).complete(conversation(), on_delta).await.unwrap_err();
@@ -551,15 +481,14 @@ mod tests {
             other => panic!("expected an HTTP error, got {other:?}"),
         }
         assert!(deltas.lock().unwrap().is_empty());
-        server.join().expect("the stand-in server failed");
+        received(&server);
     }
 
     #[tokio::test]
     async fn a_refused_connection_is_a_transport_error() {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let (_deltas, _arrived, on_delta) = collector();
 
-        let error = client(format!("http://127.0.0.1:{port}/v1"), None)
+        let error = client(format!("{}/v1", cairn_test_support::unused_url()), None)
             .complete(conversation(), on_delta)
             .await
             .unwrap_err();
@@ -570,12 +499,10 @@ mod tests {
     #[tokio::test]
     async fn a_malformed_data_line_is_a_protocol_error() {
         let (deltas, _arrived, on_delta) = collector();
-        let (url, server) = serve_once(|stream| {
-            let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n\
-                        data: {\"choices\": [oops\n\n\
-                        data: [DONE]\n\n";
-            send_response(stream, "200 OK", "text/event-stream", body);
-        });
+        let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n\
+                    data: {\"choices\": [oops\n\n\
+                    data: [DONE]\n\n";
+        let (url, server) = serve_once(Answer::new("200 OK", "text/event-stream", body));
 
         let error = client(url, None).complete(conversation(), on_delta).await.unwrap_err();
 
@@ -584,7 +511,7 @@ mod tests {
             "{error:?}"
         );
         assert_eq!(*deltas.lock().unwrap(), ["Hi"]);
-        server.join().expect("the stand-in server failed");
+        received(&server);
     }
 
     #[test]

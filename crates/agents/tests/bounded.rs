@@ -3,10 +3,8 @@
 //! and listEvents each read a bounded number of rows. The store is real SQLite, wrapped to
 //! count the rows every read returns; the model is a stand-in over loopback HTTP.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,6 +19,7 @@ use cairn_store::{
     NewEvent, PromptRecord, Result, VoiceSegmentRecord,
 };
 use cairn_store_sqlite::SqliteStore;
+use cairn_test_support::standin::{Request, StandIn, openai};
 use cairn_types::{Conversation, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
 use serde_json::{Value, json};
 
@@ -170,62 +169,10 @@ impl ConversationStore for CountingStore {
 }
 
 /// A chat-completions stand-in: answers every request with a plain JSON completion and
-/// keeps the request bodies.
-fn chat_stand_in() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let kept = requests.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let body = read_request_body(&stream);
-            kept.lock().unwrap().push(body);
-            let answer = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Noted."}}]})
-                .to_string();
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-                answer.len()
-            );
-        }
-    });
-    (url, requests)
-}
-
-fn read_request_body(stream: &TcpStream) -> Value {
-    let mut reader = BufReader::new(stream);
-    let (mut length, mut chunked) = (0, false);
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let line = line.trim_end().to_ascii_lowercase();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap();
-        }
-        chunked |= line.starts_with("transfer-encoding:") && line.contains("chunked");
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).unwrap();
-            let size = usize::from_str_radix(size.trim(), 16).unwrap();
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).unwrap();
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
-    } else {
-        body.resize(length, 0);
-        reader.read_exact(&mut body).unwrap();
-    }
-    serde_json::from_slice(&body).unwrap()
+/// keeps the requests.
+fn chat_stand_in() -> (String, StandIn) {
+    let stand_in = StandIn::start(|_| openai::chat("Noted."));
+    (format!("{}/v1", stand_in.url()), stand_in)
 }
 
 const LOG_EVENTS: u64 = 10_000;
@@ -234,10 +181,10 @@ const LOG_EVENTS: u64 = 10_000;
 /// every fifth a message (`m<offset>`, users and assistants in turn), the rest activities.
 async fn long_conversation(
     directory: &tempfile::TempDir,
-) -> (Arc<CountingStore>, DefaultRuntime, String, Arc<Mutex<Vec<Value>>>) {
+) -> (Arc<CountingStore>, DefaultRuntime, String, StandIn) {
     let inner = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
     let store = Arc::new(CountingStore { inner, rows: AtomicU64::new(0) });
-    let (url, requests) = chat_stand_in();
+    let (url, model) = chat_stand_in();
     let chat =
         ChatConfig { url, model: "m".into(), api_key: None, timeout: Duration::from_secs(60) };
     let config = RuntimeConfig { chat: Some(chat), ..RuntimeConfig::default() };
@@ -265,13 +212,13 @@ async fn long_conversation(
         assert!(matches!(store.commit(&commit).await.unwrap(), CommitOutcome::Committed { .. }));
     }
     store.take();
-    (store, runtime, conversation.id, requests)
+    (store, runtime, conversation.id, model)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_on_a_long_conversation_reads_only_its_newest_messages() {
     let directory = tempfile::tempdir().unwrap();
-    let (store, runtime, id, requests) = long_conversation(&directory).await;
+    let (store, runtime, id, model) = long_conversation(&directory).await;
 
     for (turn, question) in ["What did we say?", "And then?"].into_iter().enumerate() {
         let input = UserMessageInput {
@@ -286,7 +233,7 @@ async fn a_turn_on_a_long_conversation_reads_only_its_newest_messages() {
     }
 
     // The model still saw the newest 20 messages, oldest first, and the question.
-    let requests = requests.lock().unwrap();
+    let requests: Vec<Value> = model.requests().iter().map(Request::json).collect();
     let messages = requests[0]["messages"].as_array().unwrap();
     let texts: Vec<&str> = messages[1..].iter().map(|m| m["content"].as_str().unwrap()).collect();
     let newest: Vec<String> = (0..20).rev().map(|n| format!("m{}", 9_995 - 5 * n)).collect();

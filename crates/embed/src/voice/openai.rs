@@ -244,69 +244,22 @@ mod tests {
     use super::*;
     use crate::voice::wav::parse_wav;
 
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::net::TcpListener;
-    use std::thread::JoinHandle;
+    use std::time::Duration;
 
-    /// A request as the stand-in server received it.
-    #[derive(Debug)]
-    struct Received {
-        request_line: String,
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-    }
-
-    impl Received {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(key, _)| key.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-    }
+    use cairn_test_support::standin::{Answer, Request, StandIn};
 
     /// A stand-in for the paid provider on loopback: answers one request with `status`,
-    /// `content_type` and `body`, and hands back what it received.
-    fn provider(status: &str, content_type: &str, body: Vec<u8>) -> (String, JoinHandle<Received>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (status, content_type) = (status.to_owned(), content_type.to_owned());
-        let handle = std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request_line = String::new();
-            reader.read_line(&mut request_line).unwrap();
-            let mut headers = Vec::new();
-            loop {
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap();
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                let (key, value) = line.split_once(':').unwrap();
-                headers.push((key.trim().to_owned(), value.trim().to_owned()));
-            }
-            let received = Received {
-                request_line: request_line.trim_end().to_owned(),
-                headers,
-                body: Vec::new(),
-            };
-            let length: usize =
-                received.header("content-length").expect("a Content-Length").parse().unwrap();
-            let mut request_body = vec![0; length];
-            reader.read_exact(&mut request_body).unwrap();
-            let mut stream = stream;
-            write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            )
-            .unwrap();
-            stream.write_all(&body).unwrap();
-            Received { body: request_body, ..received }
-        });
-        (url, handle)
+    /// `content_type` and `body`.
+    fn provider(status: &str, content_type: &str, body: Vec<u8>) -> (String, StandIn) {
+        let stand_in = StandIn::answering([Answer::new(status, content_type, body)]);
+        (stand_in.url(), stand_in)
+    }
+
+    /// The one request the provider received, which came with a Content-Length.
+    fn only_request(provider: &StandIn) -> Request {
+        let received = provider.wait_for(1, Duration::from_secs(60)).swap_remove(0);
+        received.header("content-length").expect("a Content-Length");
+        received
     }
 
     /// The parts of a multipart body: their headers and contents, by field name.
@@ -347,8 +300,8 @@ mod tests {
         let transcriber = OpenAiTranscriber::new(&url, "whisper-1", Some("sk-test".into()));
         assert_eq!(transcriber.transcribe(&audio).unwrap(), "I would like to book a demo.");
 
-        let received = server.join().unwrap();
-        assert_eq!(received.request_line, "POST /v1/audio/transcriptions HTTP/1.1");
+        let received = only_request(&server);
+        assert_eq!(received.line(), "POST /v1/audio/transcriptions HTTP/1.1");
         assert_eq!(received.header("authorization"), Some("Bearer sk-test"));
         let content_type = received.header("content-type").unwrap();
         assert!(content_type.starts_with("multipart/form-data; boundary="), "{content_type}");
@@ -376,8 +329,8 @@ mod tests {
         assert_eq!(synthesizer.synthesize("Hello there").unwrap(), samples);
         assert!(synthesizer.synthesize(" ").unwrap().is_empty());
 
-        let received = server.join().unwrap();
-        assert_eq!(received.request_line, "POST /v1/audio/speech HTTP/1.1");
+        let received = only_request(&server);
+        assert_eq!(received.line(), "POST /v1/audio/speech HTTP/1.1");
         assert_eq!(received.header("authorization"), Some("Bearer sk-test"));
         let body: Value = serde_json::from_slice(&received.body).unwrap();
         assert_eq!(
@@ -398,23 +351,23 @@ mod tests {
             logged.contains("Incorrect API key provided") && logged.contains("401"),
             "{logged}"
         );
-        server.join().unwrap();
+        only_request(&server);
 
         let (url, server) = provider("500 Internal Server Error", "application/json", secret);
         let err =
             OpenAiSynthesizer::new(&url, "tts-1", "alloy", None).synthesize("hi").unwrap_err();
         assert_eq!(err, "text to speech failed: the provider answered HTTP 500");
-        let received = server.join().unwrap();
+        let received = only_request(&server);
         assert_eq!(received.header("authorization"), None);
 
         let (url, server) =
             provider("200 OK", "application/json", br#"{"detail": "sk-s3cret"}"#.to_vec());
         let err = OpenAiTranscriber::new(&url, "m", None).transcribe(&[0; 240]).unwrap_err();
         assert_eq!(err, "speech to text failed: the provider's answer has no text");
-        server.join().unwrap();
+        only_request(&server);
 
         // Nothing listens on a port just freed.
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = cairn_test_support::free_port();
         let err = OpenAiSynthesizer::new(
             &format!("http://user:pw@127.0.0.1:{port}"),
             "tts-1",
