@@ -208,18 +208,14 @@ fn erf(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    use cairn_test_support::rng::Rng;
+
     use super::*;
 
+    /// `count` numbers in `-1.0..=1.0`, in steps of a thousandth.
     fn numbers(count: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed;
-        (0..count)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state % 2_001) as f32 / 1_000.0 - 1.0
-            })
-            .collect()
+        let mut rng = Rng::new(seed);
+        (0..count).map(|_| rng.range(0, 2_000) as f32 / 1_000.0 - 1.0).collect()
     }
 
     /// The same product, one plain sum at a time in `f64`.
