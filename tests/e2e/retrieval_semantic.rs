@@ -2,71 +2,43 @@
 //! stand-in started by the test (the real one is a paid external service); it embeds with
 //! Cairn's deterministic hashing embedder and records what it was asked.
 
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use cairn_memory::embed::HashingEmbedder;
-use http_body_util::{BodyExt, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use cairn_test_support::standin::{Answer, StandIn};
 use serde_json::{Value, json};
 
 use crate::util::Daemon;
 
-/// The requests the stand-in saw: the Authorization header and the body.
-type Seen = Arc<Mutex<Vec<(Option<String>, Value)>>>;
-
-/// Serves `POST /v1/embeddings`; returns its base URL and the requests it saw.
-async fn stand_in_endpoint() -> (String, Seen) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let log = log.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let log = log.clone();
-                    async move {
-                        let authorization = request
-                            .headers()
-                            .get("authorization")
-                            .map(|v| v.to_str().unwrap().to_owned());
-                        let body: Value = serde_json::from_slice(
-                            &request.into_body().collect().await.unwrap().to_bytes(),
-                        )
-                        .unwrap();
-                        let embedder = HashingEmbedder::new(64);
-                        let data: Vec<Value> = body["input"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .enumerate()
-                            .map(|(index, text)| json!({"index": index, "embedding": embedder.embed_one(text.as_str().unwrap())}))
-                            .collect();
-                        log.lock().unwrap().push((authorization, body));
-                        let answer = json!({"object": "list", "data": data, "model": "hash-64"});
-                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(
-                            answer.to_string(),
-                        ))))
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
+/// Serves `POST /v1/embeddings`, and keeps the requests it saw; returns its base URL too.
+fn stand_in_endpoint() -> (String, StandIn) {
+    let stand_in = StandIn::start(|request| {
+        let body = request.json();
+        let embedder = HashingEmbedder::new(64);
+        let data: Vec<Value> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(index, text)| json!({"index": index, "embedding": embedder.embed_one(text.as_str().unwrap())}))
+            .collect();
+        Answer::json("200 OK", &json!({"object": "list", "data": data, "model": "hash-64"}))
     });
-    (format!("http://{address}/v1"), seen)
+    (format!("{}/v1", stand_in.url()), stand_in)
+}
+
+/// The Authorization header and the body of each request the stand-in saw.
+fn seen(stand_in: &StandIn) -> Vec<(Option<String>, Value)> {
+    let requests = stand_in.requests();
+    requests
+        .iter()
+        .map(|request| (request.header("authorization").map(str::to_owned), request.json()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embeddings_endpoint_turns_on_hybrid_retrieval() {
-    let (url, seen) = stand_in_endpoint().await;
+    let (url, endpoint) = stand_in_endpoint();
     let args = ["--embedder", "openai", "--embedding-url", &url, "--embedding-model", "hash-64"];
     let daemon = Daemon::start_with(&args, &[("SERVICE_EMBEDDING_API_KEY", "sk-test")]);
     assert_eq!(daemon.get("/api/health").await.body["retrieval"], "hybrid");
@@ -78,9 +50,7 @@ async fn an_embeddings_endpoint_turns_on_hybrid_retrieval() {
     let mut pending = Value::Null;
     for _ in 0..100 {
         pending = daemon.get("/api/health").await.body["embeddingsPending"].clone();
-        let memories_embedded = seen
-            .lock()
-            .unwrap()
+        let memories_embedded = seen(&endpoint)
             .iter()
             .map(|(_, body)| body["input"].as_array().unwrap().len())
             .sum::<usize>();
@@ -99,7 +69,7 @@ async fn an_embeddings_endpoint_turns_on_hybrid_retrieval() {
     let pack = daemon.post("/api/context", json!({"task": "restart the staging cluster"})).await;
     assert_eq!(pack.body["memoryIds"][0], staging.as_str());
 
-    let requests = seen.lock().unwrap().clone();
+    let requests = seen(&endpoint);
     assert!(
         requests
             .iter()

@@ -3,10 +3,10 @@
 //! Server-Sent Events, CORS, authentication and an optional chat model, over real HTTP.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
+use cairn_test_support::standin::{Answer, Request, StandIn, openai};
 use hyper::Method;
 use serde_json::{Value, json};
 
@@ -1585,7 +1585,7 @@ async fn production_runtime_requests_need_credentials_and_roles() {
 /// SSE stream of `chunks`, and keeps the request bodies.
 struct ChatStandIn {
     url: String,
-    requests: Arc<Mutex<Vec<Value>>>,
+    stand_in: StandIn,
 }
 
 const CHUNKS: &[&str] = &["Hello", " from", " the model."];
@@ -1606,87 +1606,29 @@ impl ChatStandIn {
     }
 
     fn start_answering(refuse: bool) -> ChatStandIn {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let kept = requests.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let kept = kept.clone();
-                std::thread::spawn(move || answer_chat(stream, &kept, refuse));
+        let stand_in = StandIn::start(move |request| {
+            if !is_chat(request) {
+                Answer::new("404 Not Found", "text/plain", "")
+            } else if refuse {
+                Answer::new("401 Unauthorized", "application/json", REFUSAL)
+            } else {
+                openai::chat_stream(CHUNKS, Duration::ZERO)
             }
         });
-        ChatStandIn { url, requests }
+        ChatStandIn { url: format!("{}/v1", stand_in.url()), stand_in }
     }
 
+    /// The bodies of the chat requests received so far (`null` for one that is not JSON).
     fn requests(&self) -> Vec<Value> {
-        self.requests.lock().unwrap().clone()
+        let requests = self.stand_in.requests().into_iter().filter(is_chat);
+        requests
+            .map(|request| serde_json::from_slice(&request.body).unwrap_or(Value::Null))
+            .collect()
     }
 }
 
-fn answer_chat(stream: TcpStream, requests: &Mutex<Vec<Value>>, refuse: bool) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line).unwrap();
-    let mut length = 0;
-    let mut chunked = false;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line.split_once(':').unwrap_or((line, ""));
-        match name.trim().to_ascii_lowercase().as_str() {
-            "content-length" => length = value.trim().parse().unwrap(),
-            "transfer-encoding" => chunked = value.to_ascii_lowercase().contains("chunked"),
-            _ => {}
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size).unwrap();
-            let size = usize::from_str_radix(size.trim().split(';').next().unwrap(), 16).unwrap();
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk).unwrap();
-            if size == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..size]);
-        }
-    } else {
-        body.resize(length, 0);
-        reader.read_exact(&mut body).unwrap();
-    }
-    let mut stream = stream;
-    if !request_line.starts_with("POST /v1/chat/completions ") {
-        let _ = stream
-            .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-        return;
-    }
-    requests.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-    if refuse {
-        let answer = format!(
-            "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{REFUSAL}",
-            REFUSAL.len()
-        );
-        let _ = stream.write_all(answer.as_bytes());
-        return;
-    }
-    let mut answer = String::from(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
-    );
-    for chunk in CHUNKS {
-        let data = json!({"choices": [{"index": 0, "delta": {"content": chunk}}]});
-        answer.push_str(&format!("data: {data}\n\n"));
-    }
-    answer.push_str("data: [DONE]\n\n");
-    let _ = stream.write_all(answer.as_bytes());
-    let _ = stream.flush();
+fn is_chat(request: &Request) -> bool {
+    request.method == "POST" && request.path == "/v1/chat/completions"
 }
 
 fn chat_messages(request: &Value) -> Vec<(String, String)> {

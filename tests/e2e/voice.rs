@@ -2,8 +2,10 @@
 //! espeak-ng sent over a real WebSocket, transcribed by Whisper tiny.en (installed with
 //! `cairn model fetch --voice`), answered, spoken back and cut short by a barge-in.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use cairn_test_support::standin::{Answer, StandIn, openai};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -260,48 +262,19 @@ async fn speaking_over_the_reply_stops_it_and_the_log_keeps_what_was_heard() {
 
 /// A language model (a stand-in for a paid endpoint) that writes its first sentence at once
 /// and the second only after three seconds, noting when it sent it.
-fn slow_chat_model() -> (String, std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>) {
-    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let second_sent = std::sync::Arc::new(std::sync::Mutex::new(None));
+fn slow_chat_model() -> (String, Arc<Mutex<Option<Instant>>>) {
+    let second_sent = Arc::new(Mutex::new(None));
     let noted = second_sent.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let noted = noted.clone();
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    reader.read_line(&mut line).unwrap();
-                    if line.trim_end().is_empty() {
-                        break;
-                    }
-                    if let Some((name, value)) = line.split_once(':')
-                        && name.eq_ignore_ascii_case("content-length")
-                    {
-                        length = value.trim().parse().unwrap();
-                    }
-                }
-                reader.read_exact(&mut vec![0; length]).unwrap();
-                let chunk = |text: &str| {
-                    let data = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
-                    format!("data: {data}\n\n")
-                };
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
-                let first = format!("{head}{}", chunk("Sure, I can book a demo for you. "));
-                stream.write_all(first.as_bytes()).unwrap();
-                stream.flush().unwrap();
-                std::thread::sleep(Duration::from_secs(3));
-                *noted.lock().unwrap() = Some(std::time::Instant::now());
-                let rest = format!("{}data: [DONE]\n\n", chunk("Which day suits you?"));
-                let _ = stream.write_all(rest.as_bytes());
-            });
-        }
+    let stand_in = StandIn::start(move |_| {
+        let noted = noted.clone();
+        Answer::streaming("200 OK", "text/event-stream")
+            .write(openai::chat_chunk("Sure, I can book a demo for you. "))
+            .pause(Duration::from_secs(3))
+            .then(move || *noted.lock().unwrap() = Some(Instant::now()))
+            .write(openai::chat_chunk("Which day suits you?"))
+            .write("data: [DONE]\n\n")
     });
-    (url, second_sent)
+    (format!("{}/v1", stand_in.url()), second_sent)
 }
 
 #[tokio::test]
