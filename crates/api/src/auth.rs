@@ -37,6 +37,13 @@ pub enum PeerAccount {
     Unknown,
 }
 
+/// How often an open stream's credential is looked up again: a revoked or expired one ends
+/// its streams within this long.
+pub const CREDENTIAL_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Completes when a credential stops being valid (see [`Authenticator::credential_ends`]).
+pub type CredentialEnds = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Verifies bearer tokens: HS256 with a shared secret or RS256 with a public key.
 #[derive(Clone)]
 pub struct JwtVerifier {
@@ -221,6 +228,37 @@ impl Authenticator {
             Credentials::Local(_) => Some(Ok(LOCAL_ROLE)),
             Credentials::ApiKey(_) | Credentials::ConversationToken(_) => None,
         }
+    }
+
+    /// A future that completes once the API key or conversation token in `headers` is no
+    /// longer valid (revoked, expired, or gone with its conversation), looked up every
+    /// [`CREDENTIAL_CHECK`]; `None` for credentials nothing revokes (the solo profile's
+    /// local caller, a JWT). What a stream opened with the credential ends on.
+    pub(crate) fn credential_ends(&self, headers: &HeaderMap) -> Option<CredentialEnds> {
+        let (hash, token) = match self.credentials(headers, None, None) {
+            Credentials::ApiKey(key) => (hash_key(key), false),
+            Credentials::ConversationToken(token) => (hash_key(token), true),
+            _ => return None,
+        };
+        let keys = self.keys.clone();
+        Some(Box::pin(async move {
+            loop {
+                tokio::time::sleep(CREDENTIAL_CHECK).await;
+                let valid = match token {
+                    true => keys
+                        .find_conversation_token(&hash, Timestamp::now())
+                        .await
+                        .map(|found| found.is_some()),
+                    false => keys.find_active_key(&hash).await.map(|found| found.is_some()),
+                };
+                match valid {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    // A failed lookup is no proof of revocation; the next one decides.
+                    Err(error) => tracing::warn!(%error, "credential lookup failed"),
+                }
+            }
+        }))
     }
 
     /// What the request's credentials are; what they say, when that needs no lookup.

@@ -582,7 +582,13 @@ pub(crate) async fn create_conversation_token(
     }
     let ttl = std::time::Duration::from_secs(u64::from(ttl));
     let (token, record) = crate::auth::new_conversation_token(&request.conversation_id, ttl);
-    store.insert_conversation_token(&record).await.map_err(cairn_memory::Error::from)?;
+    let stored =
+        store.insert_conversation_token(&record).await.map_err(cairn_memory::Error::from)?;
+    if !stored {
+        // Erased between the check above and the insert.
+        let message = format!("conversation `{}` was not found", request.conversation_id);
+        return Err(ApiError::new(ErrorCode::ConversationNotFound, message).into());
+    }
     let created = ConversationToken {
         token,
         token_id: record.id,

@@ -25,8 +25,8 @@ use http::{Request, Response};
 use crate::routes::Operation;
 
 pub use crate::auth::{
-    AuthConfig, CONVERSATION_TOKEN_PREFIX, JwtVerifier, PeerAccount, Principal, Profile, hash_key,
-    new_api_key,
+    AuthConfig, CONVERSATION_TOKEN_PREFIX, CREDENTIAL_CHECK, CredentialEnds, JwtVerifier,
+    PeerAccount, Principal, Profile, hash_key, new_api_key,
 };
 pub use crate::limits::{RateClass, RateLimits};
 pub use crate::openapi::openapi_json;
@@ -228,6 +228,13 @@ impl MemoryApi {
     /// as this API would: the solo profile's local-only rule (except for
     /// `trusted_origins`), credentials, the `role` the request needs, and the principal's
     /// rate limit of `class`. The error is the response to send.
+    /// Completes once the credential of a request with these headers is revoked or expires
+    /// (see `auth::CREDENTIAL_CHECK`); `None` for credentials nothing revokes. Event streams
+    /// opened with a credential end with it.
+    pub fn credential_ends(&self, headers: &http::HeaderMap) -> Option<auth::CredentialEnds> {
+        self.inner.authenticator.credential_ends(headers)
+    }
+
     pub async fn authorize_parts(
         &self,
         parts: &http::request::Parts,

@@ -128,9 +128,10 @@ struct DatabaseArgs {
     /// Database connections for statements, per daemon.
     #[arg(long, env = "SERVICE_DATABASE_POOL_SIZE", default_value_t = 16)]
     database_pool_size: usize,
-    /// Database connections that hold shared locks (a conversation's step, a sync), per
-    /// daemon.
-    #[arg(long, env = "SERVICE_DATABASE_LOCK_CONNECTIONS", default_value_t = 32)]
+    /// Database connections for the session that holds shared locks (a conversation's
+    /// step, a sync), per daemon: every lock is held through one session, so one is in use
+    /// at a time; a second is taken only while a closed one is replaced.
+    #[arg(long, env = "SERVICE_DATABASE_LOCK_CONNECTIONS", default_value_t = 2)]
     database_lock_connections: usize,
     /// PEM certificates to verify the database server's with [default: the system's].
     #[arg(long, env = "SERVICE_DATABASE_CA_FILE")]

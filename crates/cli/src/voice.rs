@@ -19,6 +19,10 @@ pub(crate) struct VoiceArgs {
     /// How long a voice socket token is accepted after a voice start, e.g. `2m`.
     #[arg(long, env = "SERVICE_VOICE_TOKEN_TTL", default_value = "2m", value_parser = humantime::parse_duration)]
     voice_token_ttl: std::time::Duration,
+    /// Turns a voice socket may have committed and not yet answered (the one being answered
+    /// included); a commit past it gets an `error` event and its audio is dropped.
+    #[arg(long, env = "SERVICE_VOICE_MAX_QUEUED_TURNS", default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    voice_max_queued_turns: u16,
     /// The voice socket's public base URL when a proxy terminates TLS, e.g.
     /// `wss://cairn.example.com/api/runtime`; default: from the request's Host.
     #[arg(long, env = "SERVICE_VOICE_PUBLIC_URL")]
@@ -99,6 +103,7 @@ impl VoiceArgs {
             speech_to_text,
             text_to_speech,
             token_ttl: self.voice_token_ttl,
+            max_queued_turns: usize::from(self.voice_max_queued_turns),
             ..VoiceConfig::default()
         })
     }

@@ -731,18 +731,30 @@ impl Engine {
             }
             subject => subject,
         };
-        let mut memories = request.memory_ids;
+        // Conversations go first, then the memories, gathered after they are gone: a turn
+        // that stores a memory for one of them meanwhile finds its conversation gone when it
+        // checks, after its write, and erases that memory itself (`erase_if_orphaned`).
+        // Either the memory was written before this gathering, which finds it, or after the
+        // conversations were deleted, which its own check sees.
         let mut conversations = request.conversation_ids;
         if let Some(contact) = &request.contact {
-            let tag = privacy::contact_tag(&contact.channel, &contact.address);
-            memories.extend(self.store.memory_ids_tagged(&tag).await?);
             conversations.extend(
                 self.store.conversations_with_contact(&contact.channel, &contact.address).await?,
             );
         }
         if let Some(subject) = &subject {
-            memories.extend(self.store.memory_ids_containing(subject).await?);
             conversations.extend(self.store.conversations_mentioning(subject).await?);
+        }
+        conversations.sort_unstable();
+        conversations.dedup();
+        let deleted = self.store.delete_conversations(&conversations).await?;
+        let mut memories = request.memory_ids;
+        if let Some(contact) = &request.contact {
+            let tag = privacy::contact_tag(&contact.channel, &contact.address);
+            memories.extend(self.store.memory_ids_tagged(&tag).await?);
+        }
+        if let Some(subject) = &subject {
+            memories.extend(self.store.memory_ids_containing(subject).await?);
         }
         // What a conversation owns goes with it.
         for conversation in &conversations {
@@ -751,18 +763,36 @@ impl Engine {
         }
         memories.sort_unstable();
         memories.dedup();
-        conversations.sort_unstable();
-        conversations.dedup();
+        let erased = self.erase_memories(&memories, actor).await?;
+        Ok(ErasureReport { memories: erased, conversations: deleted })
+    }
+
+    /// Erases `ids` for good (see [`Engine::erase`]); answers those that existed.
+    async fn erase_memories(&self, ids: &[String], actor: &str) -> Result<Vec<String>> {
         let audit = Audit { actor, action: "erase" };
-        let erased = self.store.erase_memories(&memories, Timestamp::now(), &audit).await?;
+        let erased = self.store.erase_memories(ids, Timestamp::now(), &audit).await?;
         for id in &erased {
             self.entry_tokens.remove(id);
             if let Some(semantic) = &self.semantic {
                 semantic.remove(id);
             }
         }
-        let deleted = self.store.delete_conversations(&conversations).await?;
-        Ok(ErasureReport { memories: erased, conversations: deleted })
+        Ok(erased)
+    }
+
+    /// Erases the memory `id`, just written for `conversation`, when that conversation no
+    /// longer exists (an erasure ran meanwhile): the other half of [`Engine::erase`]'s
+    /// ordering. Answers whether it was erased.
+    pub async fn erase_if_orphaned(
+        &self,
+        id: &str,
+        conversation: &str,
+        actor: &str,
+    ) -> Result<bool> {
+        if self.store.get_conversation(conversation).await?.is_some() {
+            return Ok(false);
+        }
+        Ok(!self.erase_memories(&[id.to_owned()], actor).await?.is_empty())
     }
 }
 

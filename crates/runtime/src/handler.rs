@@ -49,6 +49,9 @@ fn check_length(field: &str, text: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Completes when the credential a request was let through with stops being valid.
+pub type CredentialEnds = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// What [`Authorize::authorize`] decides.
 pub enum Authorization {
     /// Let the request through; the caller is told apart by its credentials (see
@@ -60,6 +63,9 @@ pub enum Authorization {
     /// `Authorization`), else by a `std::net::SocketAddr` request extension, else counts
     /// them all as one.
     AllowAs(String),
+    /// Like [`Authorization::AllowAs`], for a credential that can be revoked or expire: an
+    /// event stream opened with it ends (with an `error` event) once the future completes.
+    AllowUntil(String, CredentialEnds),
     /// Answered with 401 `UNAUTHORIZED`.
     Deny,
     /// Sent as it is: a custom denial.
@@ -383,12 +389,16 @@ impl RuntimeHandler {
         }
         let (parts, body) = request.into_parts();
         let mut principal = None;
+        let mut ends = None;
         // The voice socket's credential is its single-use token, which the runtime checks.
         let socket = matches!(route(&parts.method, &path), Ok((Operation::VoiceSocket, _)));
         if let Some(authorize) = inner.authorize.as_ref().filter(|_| !socket) {
             match authorize.authorize(&path, &parts).await {
                 Authorization::Allow => {}
                 Authorization::AllowAs(name) => principal = Some(name),
+                Authorization::AllowUntil(name, until) => {
+                    (principal, ends) = (Some(name), Some(until))
+                }
                 Authorization::Deny => {
                     return ApiError::new(ErrorCode::Unauthorized, "not authorized")
                         .into_response();
@@ -400,7 +410,7 @@ impl RuntimeHandler {
             Ok((operation, id)) => (operation, id.map(str::to_owned)),
             Err(error) => return error.into_response(),
         };
-        match self.dispatch(operation, id, &parts, body, principal).await {
+        match self.dispatch(operation, id, &parts, body, principal, ends).await {
             Ok(response) => response,
             Err(error) => error.into_response(),
         }
@@ -413,6 +423,7 @@ impl RuntimeHandler {
         parts: &Parts,
         body: B,
         principal: Option<String>,
+        ends: Option<CredentialEnds>,
     ) -> Result<Response<ResponseBody>, ApiError>
     where
         B: http_body::Body,
@@ -553,6 +564,7 @@ impl RuntimeHandler {
                     inner.shutdown.subscribe(),
                     self.error_mapper(),
                     permit,
+                    ends,
                 )
                 .await
             }

@@ -40,7 +40,9 @@ pub use cairn_types::{ErrorEnvelope, Timestamp};
 
 pub use crate::cors::{Cors, CorsOptions};
 pub use crate::events::{EventDefinition, EventDefinitions};
-pub use crate::handler::{Authorization, Authorize, HandlerOptions, Operation, RuntimeHandler};
+pub use crate::handler::{
+    Authorization, Authorize, CredentialEnds, HandlerOptions, Operation, RuntimeHandler,
+};
 pub use crate::runtime::*;
 pub use crate::voice::{
     VoiceHandshake, VoiceSession, VoiceSocketIo, VoiceSocketOptions, VoiceUpgrade, error_event,

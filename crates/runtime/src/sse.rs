@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use cairn_http::{ApiError, ResponseBody};
 use cairn_types::runtime::MAX_EVENT_PAGE;
-use cairn_types::{ErrorEnvelope, RuntimeEvent};
+use cairn_types::{ErrorCode, ErrorEnvelope, RuntimeEvent};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body::Frame;
 use http_body_util::BodyExt;
@@ -89,6 +89,7 @@ pub(crate) async fn stream_events(
     mut shutdown: watch::Receiver<bool>,
     errors: ErrorMapper,
     permit: StreamPermit,
+    ends: Option<crate::handler::CredentialEnds>,
 ) -> Result<Response<ResponseBody>, ApiError> {
     // Subscribe before the first read, so nothing appended in between goes unnoticed.
     let mut appended = runtime.subscribe(&conversation_id);
@@ -102,6 +103,7 @@ pub(crate) async fn stream_events(
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
         let _permit = permit;
+        let mut ends = ends;
         let mut last = after;
         let mut pending = first;
         // Tells the browser how soon to reconnect after a drop.
@@ -128,6 +130,14 @@ pub(crate) async fn stream_events(
                 // fallback of runtimes that announce nothing.
                 let polling = appended.is_none();
                 tokio::select! {
+                    biased;
+                    () = credential_ends(&mut ends) => {
+                        let message = "the credential this stream was opened with was revoked \
+                             or has expired";
+                        let envelope = ErrorEnvelope::new(ErrorCode::Unauthorized, message);
+                        let _ = sender.send(named_frame("error", &envelope)).await;
+                        return;
+                    }
                     _ = wait_for_append(&mut appended) => {}
                     _ = tokio::time::sleep(options.poll_interval), if polling => {}
                     _ = tokio::time::sleep_until(heartbeat_at) => {
@@ -153,6 +163,14 @@ pub(crate) async fn stream_events(
         }
     });
     Ok(sse_response(receiver))
+}
+
+/// Completes when the stream's credential stops being valid; never without one.
+async fn credential_ends(ends: &mut Option<crate::handler::CredentialEnds>) {
+    match ends {
+        Some(ends) => ends.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Waits for the log to grow. Without a subscription it never returns; when the runtime

@@ -140,7 +140,11 @@ impl Authorize for MemoryAuthorize {
         match authorized {
             // Streams are capped per principal: per key, token or JWT subject, and per local
             // address in the solo profile.
-            Ok(principal) => Authorization::AllowAs(principal.id),
+            // A key or token can be revoked or expire: its event streams end with it.
+            Ok(principal) => match self.memory.credential_ends(&request.headers) {
+                Some(ends) => Authorization::AllowUntil(principal.id, ends),
+                None => Authorization::AllowAs(principal.id),
+            },
             Err(response) => Authorization::Respond(response),
         }
     }

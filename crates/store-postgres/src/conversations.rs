@@ -434,6 +434,16 @@ impl ConversationStore for PgStore {
     async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>> {
         self.tx_with_retry(ids.to_vec(), |_, tx, ids| {
             Box::pin(async move {
+                // The conversations' rows are locked first (in one order, so two erasures
+                // cannot deadlock): a commit, which locks its conversation's row to append,
+                // then lands wholly before the erasure (its events are deleted with the rest)
+                // or after it (it finds no conversation), and a token minted meanwhile waits.
+                tx.execute(
+                    "SELECT id FROM conversations WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+                    &[ids],
+                )
+                .await
+                .map_err(pg)?;
                 for statement in [
                     "DELETE FROM runtime_events WHERE conversation_id = ANY($1)",
                     "DELETE FROM runtime_prompts WHERE conversation_id = ANY($1)",

@@ -113,17 +113,22 @@ impl KeyStore for PgStore {
         .await
     }
 
-    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<()> {
+    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<bool> {
         self.call(token.clone(), |_, client, token| {
             Box::pin(async move {
+                // The conversation's row is share-locked for the insert: an erasure (which
+                // locks it for update first) commits wholly before (no row: no token) or after
+                // (the token is deleted with it).
                 let statement = client
                     .prepare_cached(&format!(
-                        "INSERT INTO conversation_tokens ({TOKEN_COLUMNS}) \
-                         VALUES ($1, $2, $3, $4, $5, NULL)"
+                        "WITH conversation AS \
+                         (SELECT id FROM conversations WHERE id = $2 FOR SHARE) \
+                         INSERT INTO conversation_tokens ({TOKEN_COLUMNS}) \
+                         SELECT $1, conversation.id, $3, $4, $5, NULL FROM conversation"
                     ))
                     .await
                     .map_err(pg)?;
-                client
+                let inserted = client
                     .execute(
                         &statement,
                         &[
@@ -136,7 +141,7 @@ impl KeyStore for PgStore {
                     )
                     .await
                     .map_err(pg)?;
-                Ok(())
+                Ok(inserted == 1)
             })
         })
         .await

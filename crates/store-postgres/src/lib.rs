@@ -1,7 +1,7 @@
 //! Cairn's PostgreSQL backend: every storage trait of `cairn-store` on one PostgreSQL
 //! database that several daemons share.
 //!
-//! tokio-postgres with deadpool pools (one for statements, one for held locks), versioned
+//! tokio-postgres with deadpool pools (one for statements, one for the session that holds locks), versioned
 //! migrations run under an advisory lock, offsets and idempotency kept by the database, and
 //! a LISTEN/NOTIFY doorbell that tells each daemon what the others changed.
 
@@ -20,7 +20,6 @@ mod rows;
 mod search;
 mod transfer;
 mod vectors;
-
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -42,7 +41,8 @@ pub struct PgOptions {
     pub schema: String,
     /// Connections for statements.
     pub pool_size: usize,
-    /// Connections that hold shared locks (a held lock keeps its session).
+    /// Connections for the session that holds shared locks: one at a time (every lock is
+    /// held through it), a second while a closed one is replaced.
     pub lock_connections: usize,
     /// PEM roots to verify the server's certificate with; the platform's when `None`.
     pub ca_file: Option<PathBuf>,
@@ -53,14 +53,14 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
-    /// The defaults for `url`: schema `public`, 16 statement connections, 32 lock
+    /// The defaults for `url`: schema `public`, 16 statement connections, 2 lock
     /// connections, the platform's roots, listening.
     pub fn new(url: &str) -> PgOptions {
         PgOptions {
             url: url.to_owned(),
             schema: "public".to_owned(),
             pool_size: 16,
-            lock_connections: 32,
+            lock_connections: 2,
             ca_file: None,
             application_name: "cairn".to_owned(),
             listen: true,
@@ -83,6 +83,8 @@ struct Shared {
     pool: deadpool_postgres::Pool,
     /// Connections that hold shared locks.
     locks: deadpool_postgres::Pool,
+    /// The session this store's shared locks are held through (see `locks`).
+    lock_session: locks::LockSession,
     channels: notify::Channels,
     feed: Arc<notify::Feed>,
     listener: Option<tokio::task::JoinHandle<()>>,
@@ -238,6 +240,7 @@ impl PgStore {
             instance,
             pool: pool(statements, tls.clone(), options.pool_size)?,
             locks: pool(lock_sessions, tls.clone(), options.lock_connections)?,
+            lock_session: locks::LockSession::default(),
             channels,
             feed,
             listener,
@@ -271,6 +274,10 @@ impl PgStore {
 
     pub(crate) fn lock_pool(&self) -> &deadpool_postgres::Pool {
         &self.shared.locks
+    }
+
+    pub(crate) fn lock_session(&self) -> &locks::LockSession {
+        &self.shared.lock_session
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client> {

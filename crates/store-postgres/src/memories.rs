@@ -931,8 +931,8 @@ mod tests {
     use cairn_store::Store;
 
     use crate::PgStore;
-    use cairn_test_support::postgres::TestCluster;
     use crate::tests::options;
+    use cairn_test_support::postgres::TestCluster;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_store_passes_the_conformance_suite() {

@@ -13,8 +13,8 @@ use cairn_store::{
 };
 use cairn_types::{ApiKey, Role, Scope, Snapshot, Timestamp};
 
-use cairn_test_support::postgres::TestCluster;
 use crate::{PgOptions, PgStore};
+use cairn_test_support::postgres::TestCluster;
 
 /// Options for tests: small pools, the schema given.
 pub(crate) fn options(url: &str, schema: &str) -> PgOptions {
@@ -454,4 +454,97 @@ async fn recall_counts_of_an_earlier_release_are_kept() {
     );
     let store = open(&url, "public").await;
     cairn_store::conformance::migrated_recalls_count_on(&store).await;
+}
+
+/// An erasure and an append racing on one conversation, both waiting on its row while a
+/// third session holds it: whichever goes first, nothing of the conversation is left, and a
+/// conversation created again with its id starts empty and takes appends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_racing_an_append_leaves_nothing_behind() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let store = open(&url, "public").await;
+    let conversation = sample_conversation("agent-a", 1_000);
+    let snapshot = Snapshot::empty(&conversation);
+    store.create_conversation(&conversation, &snapshot, &[event(0)]).await.unwrap().unwrap();
+    let id = conversation.id.clone();
+
+    let (holder, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    holder.batch_execute("BEGIN").await.unwrap();
+    holder.execute("SELECT 1 FROM conversations WHERE id = $1 FOR UPDATE", &[&id]).await.unwrap();
+
+    // The append queues on the row first, then the erasure: the append gets it first.
+    let append = tokio::spawn({
+        let (store, id) = (store.clone(), id.clone());
+        async move {
+            store.commit(&Commit::events(&id, vec![event(1)], Timestamp::from_millis(2))).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let erase = tokio::spawn({
+        let (store, id) = (store.clone(), id.clone());
+        async move { store.delete_conversations(&[id]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.batch_execute("COMMIT").await.unwrap();
+
+    let appended = append.await.unwrap();
+    assert!(appended.is_ok(), "the append committed or found no conversation: {appended:?}");
+    assert_eq!(erase.await.unwrap().unwrap(), std::slice::from_ref(&id));
+    let left: i64 = holder
+        .query_one("SELECT count(*) FROM runtime_events WHERE conversation_id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "no event of the erased conversation is left");
+
+    // Created again with the same id: empty, and appends number from 0 without a clash.
+    store.create_conversation(&conversation, &snapshot, &[]).await.unwrap().unwrap();
+    assert!(store.list_events(&id, None, 10).await.unwrap().is_empty());
+    let commit = Commit::events(&id, vec![event(2)], Timestamp::from_millis(3));
+    let CommitOutcome::Committed { events, .. } = store.commit(&commit).await.unwrap() else {
+        panic!("the append applies");
+    };
+    assert_eq!(events[0].offset, 0);
+}
+
+/// Locks held through the store's one lock session: many at once with a pool of 4
+/// connections, each excluding a second holder of its name in the same store as another
+/// store, and released with the guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_locks_are_held_at_once_without_a_connection_each() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let mut held = Vec::new();
+    for n in 0..64 {
+        held.push(a.lock(&format!("conversation-{n}")).await.unwrap().unwrap());
+    }
+    for store in [&a, &b] {
+        let attempt = store.try_lock("conversation-7").await.unwrap();
+        assert!(matches!(attempt, cairn_store::LockAttempt::Busy), "held, in either store");
+    }
+    // A waiter gets the lock once it is released, however long it was held.
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("conversation-3").await.unwrap().is_some() }
+    });
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(!waiter.is_finished(), "still waiting past a pool's 5 s");
+    held.clear();
+    assert!(tokio::time::timeout(Duration::from_secs(5), waiter).await.unwrap().unwrap());
+    let sessions: i64 = a
+        .lock_session()
+        .client(&a)
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'cairn-test'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(sessions <= 12, "{sessions} sessions: the locks did not take one each");
 }

@@ -298,8 +298,8 @@ mod tests {
     use cairn_types::{Scope, Timestamp};
 
     use super::*;
-    use cairn_test_support::postgres::TestCluster;
     use crate::tests::options;
+    use cairn_test_support::postgres::TestCluster;
 
     /// A schema with data, exported and imported into another schema, exports the same rows;
     /// the copy searches, counts and loads vectors as the original.

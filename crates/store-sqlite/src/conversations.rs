@@ -459,30 +459,35 @@ impl ConversationStore for SqliteStore {
 
     async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>> {
         let ids = ids.to_vec();
-        self.write(move |tx| {
-            let mut deleted = Vec::new();
-            for id in &ids {
-                for statement in [
-                    "DELETE FROM runtime_events WHERE conversation_id = ?1",
-                    "DELETE FROM runtime_prompts WHERE conversation_id = ?1",
-                    "DELETE FROM runtime_idempotency WHERE conversation_id = ?1",
-                    "DELETE FROM conversation_tokens WHERE conversation_id = ?1",
-                    "DELETE FROM voice_segments WHERE conversation_id = ?1",
-                ] {
-                    tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+        let deleted = self
+            .write(move |tx| {
+                let mut deleted = Vec::new();
+                for id in &ids {
+                    for statement in [
+                        "DELETE FROM runtime_events WHERE conversation_id = ?1",
+                        "DELETE FROM runtime_prompts WHERE conversation_id = ?1",
+                        "DELETE FROM runtime_idempotency WHERE conversation_id = ?1",
+                        "DELETE FROM conversation_tokens WHERE conversation_id = ?1",
+                        "DELETE FROM voice_segments WHERE conversation_id = ?1",
+                    ] {
+                        tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+                    }
+                    let removed = tx
+                        .prepare_cached("DELETE FROM conversations WHERE id = ?1")
+                        .map_err(sql)?
+                        .execute([id])
+                        .map_err(sql)?;
+                    if removed > 0 {
+                        deleted.push(id.clone());
+                    }
                 }
-                let removed = tx
-                    .prepare_cached("DELETE FROM conversations WHERE id = ?1")
-                    .map_err(sql)?
-                    .execute([id])
-                    .map_err(sql)?;
-                if removed > 0 {
-                    deleted.push(id.clone());
-                }
-            }
-            Ok(deleted)
-        })
-        .await
+                Ok(deleted)
+            })
+            .await;
+        if deleted.as_ref().is_ok_and(|deleted| !deleted.is_empty()) {
+            self.scrub_log().await;
+        }
+        deleted
     }
 
     async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>> {
@@ -507,8 +512,8 @@ impl ConversationStore for SqliteStore {
             // "Canada" or inside an id such as `msg_01kadab…`.
             let mut statement = connection
                 .prepare_cached(
-                    "SELECT conversation_id, lower(data) FROM runtime_events \
-                     WHERE instr(lower(data), ?1) > 0",
+                    "SELECT conversation_id, cairn_fold(data) FROM runtime_events \
+                     WHERE instr(cairn_fold(data), ?1) > 0",
                 )
                 .map_err(sql)?;
             let rows = statement

@@ -91,24 +91,27 @@ impl KeyStore for SqliteStore {
         .await
     }
 
-    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<()> {
+    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<bool> {
         let token = token.clone();
+        // One writer: an erasure of the conversation commits wholly before or after this.
         self.write(move |tx| {
-            tx.prepare_cached(
-                "INSERT INTO conversation_tokens \
-                 (id, conversation_id, hash, created_at, expires_at, revoked_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, NULL)",
-            )
-            .map_err(sql)?
-            .execute(params![
-                token.id,
-                token.conversation_id,
-                token.hash,
-                token.created_at.as_millis(),
-                token.expires_at.as_millis(),
-            ])
-            .map_err(sql)?;
-            Ok(())
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO conversation_tokens \
+                     (id, conversation_id, hash, created_at, expires_at, revoked_at) \
+                     SELECT ?1, ?2, ?3, ?4, ?5, NULL \
+                     WHERE EXISTS (SELECT 1 FROM conversations WHERE id = ?2)",
+                )
+                .map_err(sql)?
+                .execute(params![
+                    token.id,
+                    token.conversation_id,
+                    token.hash,
+                    token.created_at.as_millis(),
+                    token.expires_at.as_millis(),
+                ])
+                .map_err(sql)?;
+            Ok(inserted == 1)
         })
         .await
     }

@@ -75,6 +75,32 @@ struct Writer {
     pending_inserts: std::sync::Mutex<Vec<PendingInsert>>,
 }
 
+impl Writer {
+    /// Checkpoints the whole log into the database and empties its file.
+    fn truncate_log(&self) -> Result<()> {
+        let connections =
+            self.connections.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let busy: i64 = connections
+            .synced
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| row.get(0))
+            .map_err(sql)?;
+        match busy {
+            0 => Ok(()),
+            _ => Err(StoreError::Backend("readers held the log past the busy timeout".into())),
+        }
+    }
+}
+
+impl Drop for Writer {
+    /// A graceful stop leaves the log empty: everything is in the database file, and no
+    /// erased text waits in old frames of the log.
+    fn drop(&mut self) {
+        if let Err(error) = self.truncate_log() {
+            tracing::warn!(%error, "the log was not emptied at close");
+        }
+    }
+}
+
 /// One caller's `insert_memories`, waiting to be committed.
 struct PendingInsert {
     memories: Vec<Memory>,
@@ -188,6 +214,18 @@ impl SqliteStore {
         Ok(SqliteStore { readers, writer, word_frequencies: Arc::default(), _alive: alive })
     }
 
+    /// Empties the write-ahead log into the database after an erasure, so the frames that
+    /// held the erased text (written before the erasure's zeroed pages) leave the files now,
+    /// not at some later restart of the log. Waits for readers up to the busy timeout; if
+    /// they hold on longer, the periodic checkpoints restart the log later.
+    pub(crate) async fn scrub_log(&self) {
+        let writer = self.writer.clone();
+        let emptied = run_blocking(move || writer.truncate_log()).await;
+        if let Err(error) = emptied {
+            tracing::warn!(%error, "the log was not emptied after an erasure; it will be later");
+        }
+    }
+
     /// Memories not archived, as the writer counts them.
     fn live_memories(&self) -> u64 {
         self.writer.live_memories.load(Ordering::Relaxed)
@@ -298,7 +336,21 @@ fn configure_connection(connection: &mut Connection) -> rusqlite::Result<()> {
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "foreign_keys", "ON")?;
-    Ok(())
+    // Deleted content is overwritten with zeros, so erased text is not left in free pages.
+    connection.pragma_update(None, "secure_delete", "ON")?;
+    register_fold(connection)
+}
+
+/// `cairn_fold(text)`: Unicode lower case (Rust's), where SQLite's `lower()` folds ASCII
+/// only; erasure by subject matches "JÖRG" for "Jörg" as PostgreSQL's `lower()` does.
+fn register_fold(connection: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    let flags = FunctionFlags::SQLITE_UTF8
+        | FunctionFlags::SQLITE_DETERMINISTIC
+        | FunctionFlags::SQLITE_INNOCUOUS;
+    connection.create_scalar_function("cairn_fold", 1, flags, |context| {
+        Ok(context.get::<Option<String>>(0)?.map(|text| text.to_lowercase()))
+    })
 }
 
 /// Inserts one memory and its `create` (or other) audit entry.
@@ -1009,43 +1061,48 @@ impl MemoryStore for SqliteStore {
     ) -> Result<Vec<String>> {
         let ids = ids.to_vec();
         let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
-        self.write_counted(move |tx| {
-            let audit = Audit { actor: &actor, action: &action };
-            let mut erased = Vec::new();
-            let mut live = 0;
-            for id in &ids {
-                let Some(memory) = read_memory(tx, id)? else { continue };
-                live -= i64::from(memory.archived_at.is_none());
-                for statement in [
-                    // The FTS trigger removes a live memory's entry; vectors cascade.
-                    "DELETE FROM memories WHERE id = ?1",
-                    // Its connector item stays, erased, so no sync imports the text again.
-                    "UPDATE connector_items SET memory_id = '', content_hash = '' \
+        let erased = self
+            .write_counted(move |tx| {
+                let audit = Audit { actor: &actor, action: &action };
+                let mut erased = Vec::new();
+                let mut live = 0;
+                for id in &ids {
+                    let Some(memory) = read_memory(tx, id)? else { continue };
+                    live -= i64::from(memory.archived_at.is_none());
+                    for statement in [
+                        // The FTS trigger removes a live memory's entry; vectors cascade.
+                        "DELETE FROM memories WHERE id = ?1",
+                        // Its connector item stays, erased, so no sync imports the text again.
+                        "UPDATE connector_items SET memory_id = '', content_hash = '' \
                      WHERE memory_id = ?1",
-                    // A conflict's reason quotes its memories: it goes with any of them.
-                    "DELETE FROM conflict_sets WHERE id IN \
+                        // A conflict's reason quotes its memories: it goes with any of them.
+                        "DELETE FROM conflict_sets WHERE id IN \
                      (SELECT conflict_id FROM conflict_members WHERE memory_id = ?1)",
-                    "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
-                ] {
-                    tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+                        "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
+                    ] {
+                        tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+                    }
+                    audit::append(tx, &audit, at, id, None, None)?;
+                    erased.push(id.clone());
                 }
-                audit::append(tx, &audit, at, id, None, None)?;
-                erased.push(id.clone());
-            }
-            // The per-task recall log has no index by memory (each pack would pay for it, and
-            // the steady pack's p99 rose by 2 ms with one): one pass over it for them all.
-            if !erased.is_empty() {
-                let erased = serde_json::to_string(&erased).map_err(StoreError::backend)?;
-                tx.prepare_cached(
+                // The per-task recall log has no index by memory (each pack would pay for it, and
+                // the steady pack's p99 rose by 2 ms with one): one pass over it for them all.
+                if !erased.is_empty() {
+                    let erased = serde_json::to_string(&erased).map_err(StoreError::backend)?;
+                    tx.prepare_cached(
                     "DELETE FROM task_recalls WHERE memory_id IN (SELECT value FROM json_each(?1))",
                 )
                 .map_err(sql)?
                 .execute([erased])
                 .map_err(sql)?;
-            }
-            Ok((erased, live))
-        })
-        .await
+                }
+                Ok((erased, live))
+            })
+            .await;
+        if erased.as_ref().is_ok_and(|erased| !erased.is_empty()) {
+            self.scrub_log().await;
+        }
+        erased
     }
 
     async fn newest_repo_memories(&self, repo: &str, limit: u32) -> Result<Vec<Memory>> {
@@ -1084,7 +1141,7 @@ impl MemoryStore for SqliteStore {
         let text = text.to_lowercase();
         self.read(move |connection| {
             let mut statement = connection
-                .prepare_cached("SELECT id FROM memories WHERE instr(lower(content), ?1) > 0")
+                .prepare_cached("SELECT id FROM memories WHERE instr(cairn_fold(content), ?1) > 0")
                 .map_err(sql)?;
             let rows = statement.query_map([text], |row| row.get(0)).map_err(sql)?;
             rows.map(|row| row.map_err(sql)).collect()

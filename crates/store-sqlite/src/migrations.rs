@@ -317,6 +317,12 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX connector_items_by_memory ON connector_items (memory_id);
     "#,
+    // 13: an erased memory's words leave the full-text index's segments at once (FTS5's
+    // secure-delete), not at some later merge, so no erased text stays in the file. The
+    // rows themselves are overwritten by `secure_delete`, set on every connection.
+    r#"
+    INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1);
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

@@ -308,7 +308,11 @@ pub trait KeyStore: Send + Sync {
     /// Revokes a key; false when there is no such key or it was revoked already.
     async fn revoke_key(&self, id: &str, at: Timestamp) -> Result<bool>;
 
-    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<()>;
+    /// Stores a token for its conversation, in one step with the conversation's existence:
+    /// false, storing nothing, when the conversation does not exist (or is being erased, on
+    /// a backend where an erasure and a mint can overlap), so no token outlives its
+    /// conversation.
+    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<bool>;
 
     /// The conversation token with this hash, unless it is revoked or expired at `now`.
     async fn find_conversation_token(

@@ -339,6 +339,15 @@ impl DefaultRuntime {
                     .create_memory(memory, &actor)
                     .await
                     .map_err(|error| tool_error(name, error))?;
+                // An erasure of the conversation may have run since the step began: then the
+                // memory goes too, as the erasure would have taken it (see `Engine::erase`).
+                let orphaned = engine
+                    .erase_if_orphaned(&stored.id, conversation_id, &actor)
+                    .await
+                    .map_err(|error| tool_error(name, error))?;
+                if orphaned {
+                    return Err(format!("{name}: the conversation was erased"));
+                }
                 Ok(json!({ "memoryId": stored.id }))
             }
             other => Err(format!("unknown tool `{other}`; built in: memory.search, memory.store")),

@@ -67,6 +67,10 @@ pub struct VoiceConfig {
     pub playback_lead: Duration,
     /// What the error on the first audio says when no speech recognition is installed.
     pub missing_speech_to_text: String,
+    /// Turns a socket may have committed and not yet answered, the one being answered
+    /// included (default 3); a commit past it gets an `error` (`turn_queue_full`) and its
+    /// audio is dropped. With the 30 s input buffer, this bounds the audio a socket holds.
+    pub max_queued_turns: usize,
 }
 
 impl Default for VoiceConfig {
@@ -81,6 +85,7 @@ impl Default for VoiceConfig {
                 `cairn model fetch --voice` and restart the daemon (or configure a \
                 transcription endpoint); text voice turns (finalizeVoiceTurn) still work"
                 .to_owned(),
+            max_queued_turns: 3,
         }
     }
 }

@@ -427,7 +427,7 @@ impl KeyStore for FailingSyncStore {
         self.inner.revoke_key(id, at).await
     }
 
-    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<()> {
+    async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<bool> {
         self.inner.insert_conversation_token(token).await
     }
 

@@ -151,6 +151,10 @@ async fn erased_memories_leave_no_content_behind(store: Arc<dyn Store>) {
     let mut both = vec![memory.id.clone(), kept.id.clone()];
     both.sort();
     assert_eq!(containing, both, "case folded");
+    let unicode = sample_memory("Call JÖRG SCHMIDT about the invoice", Scope::Task, 3);
+    store.insert_memories(std::slice::from_ref(&unicode), "key:alice").await.unwrap();
+    let containing = store.memory_ids_containing(&"Jörg Schmidt".to_lowercase()).await.unwrap();
+    assert_eq!(containing, std::slice::from_ref(&unicode.id), "Unicode case folded");
 
     let audit = Audit { actor: "key:admin", action: "erase" };
     let ids = [memory.id.clone(), "mem_nope".to_owned()];
@@ -160,7 +164,7 @@ async fn erased_memories_leave_no_content_behind(store: Arc<dyn Store>) {
     let found =
         store.search_memories(&["number".to_owned()], &MemoryFilter::default(), 10).await.unwrap();
     assert!(found.is_empty(), "no full-text entry is left");
-    assert_eq!(store.count_memories().await.unwrap(), 1);
+    assert_eq!(store.count_memories().await.unwrap(), 2, "the neighbour and Jörg's stay");
     let by_memory = AuditFilter { memory_id: Some(memory.id.clone()), actor: None };
     let (entries, _) = store.list_audit(&by_memory, 10, 0).await.unwrap();
     assert_eq!(entries[0].action, "erase", "newest first");
@@ -181,7 +185,18 @@ async fn conversation_tokens_open_until_expired_or_revoked(store: Arc<dyn Store>
         expires_at: Timestamp::from_millis(2_000),
         revoked_at: None,
     };
-    store.insert_conversation_token(&token).await.unwrap();
+    assert!(
+        !store.insert_conversation_token(&token).await.unwrap(),
+        "no token for a conversation that does not exist"
+    );
+    assert_eq!(
+        store.find_conversation_token(&token.hash, Timestamp::from_millis(1_500)).await.unwrap(),
+        None
+    );
+    let conversation = sample_conversation("agent-a", 1_000);
+    create(&store, &conversation, &[]).await;
+    let token = cairn_types::ConversationTokenRecord { conversation_id: conversation.id, ..token };
+    assert!(store.insert_conversation_token(&token).await.unwrap());
     let find = |at: i64| store.find_conversation_token(&token.hash, Timestamp::from_millis(at));
     assert_eq!(find(1_500).await.unwrap(), Some(token.clone()));
     assert_eq!(find(2_000).await.unwrap(), None, "expired at its expiry");
@@ -205,6 +220,11 @@ async fn deleted_conversations_leave_nothing(store: Arc<dyn Store>) {
     assert_eq!(contact.len(), 2, "both are with the sample contact");
     let mentioning = store.conversations_mentioning("ada LOVELACE").await.unwrap();
     assert_eq!(mentioning, std::slice::from_ref(&conversation.id), "case folded");
+    // Beyond ASCII too: an erasure by "Özlem Ünal" finds "ÖZLEM ÜNAL".
+    let third = sample_conversation("agent-a", 1_002);
+    create(&store, &third, &[said("Please call ÖZLEM ÜNAL back")]).await;
+    let mentioning = store.conversations_mentioning(&"Özlem Ünal".to_lowercase()).await.unwrap();
+    assert_eq!(mentioning, std::slice::from_ref(&third.id), "Unicode case folded");
     let deleted = store
         .delete_conversations(&[conversation.id.clone(), "conv_nope".to_owned()])
         .await

@@ -107,6 +107,10 @@ struct Loop {
     /// The newest turn's task: the next turn waits for it.
     pipeline: Option<JoinHandle<()>>,
     active: Option<TurnControl>,
+    /// Every unfinished turn's cancel (the socket's close cuts them all).
+    unfinished: Vec<watch::Sender<Option<Cancel>>>,
+    /// Set when the socket closes: turns still waiting are dropped, not answered.
+    closed: Arc<std::sync::atomic::AtomicBool>,
     spoken: Arc<Mutex<VecDeque<SpokenReply>>>,
 }
 
@@ -127,6 +131,8 @@ impl Loop {
             warned_no_speech_to_text: false,
             pipeline: None,
             active: None,
+            unfinished: Vec::new(),
+            closed: Arc::default(),
             spoken: Arc::new(Mutex::new(VecDeque::new())),
         }
     }
@@ -184,9 +190,17 @@ impl Loop {
         while let Some(event) = events.recv().await {
             self.handle(event).await;
         }
-        // The socket closed: what is playing was heard up to now; turns committed before
-        // the close still go into the log.
-        self.cancel_active("socket_closed", None, None);
+        // The socket closed: the reply being spoken was heard up to now, and is committed as
+        // heard (as a barge-in is); turns still waiting are dropped, so nothing more is added
+        // to a conversation nobody is on.
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for cancel in &self.unfinished {
+            let _ = cancel.send(Some(Cancel {
+                reason: "socket_closed".to_owned(),
+                heard_ms: None,
+                truncate: None,
+            }));
+        }
         if let Some(pipeline) = self.pipeline.take() {
             let _ = pipeline.await;
         }
@@ -208,6 +222,14 @@ impl Loop {
                     return self.error("speech_recognition_unavailable", message, event_id).await;
                 }
                 let ms = samples_to_ms(self.buffer.len());
+                if self.turn_detection.enabled() && self.speech_item.is_none() {
+                    // The server's VAD committed the turn already (a push-to-talk client
+                    // commits after it): the buffer holds only the padding before a next
+                    // turn. Nothing changes; the reply in progress goes on.
+                    let message = "the input audio buffer holds no speech since the last \
+                        commit (server VAD commits turns by itself)";
+                    return self.error("input_audio_buffer_commit_empty", message, event_id).await;
+                }
                 if ms < MIN_TURN_MS {
                     let message = format!(
                         "the input audio buffer holds {ms} ms of audio; a commit needs at least {MIN_TURN_MS} ms"
@@ -380,9 +402,19 @@ impl Loop {
         }
     }
 
-    /// Ends the turn in the buffer: `committed`, the user item, and its task queued.
+    /// Ends the turn in the buffer: `committed`, the user item, and its task queued; or, when
+    /// the socket has as many turns waiting as it may, an `error` and the audio dropped.
     async fn commit_turn(&mut self, item_id: String) {
         let audio = std::mem::take(&mut self.buffer);
+        self.unfinished.retain(|cancel| !cancel.is_closed());
+        if self.unfinished.len() >= self.config.max_queued_turns {
+            let message = format!(
+                "{} turns are waiting for their replies on this socket, as many as it may \
+                 have; this turn's audio was dropped: wait for a reply before committing more",
+                self.unfinished.len()
+            );
+            return self.error("turn_queue_full", message, None).await;
+        }
         let previous = self.last_item.replace(item_id.clone());
         self.emit(server_event(
             "input_audio_buffer.committed",
@@ -414,12 +446,17 @@ impl Loop {
             spoken: self.spoken.clone(),
         };
         let previous = self.pipeline.take();
+        let closed = self.closed.clone();
         self.pipeline = Some(tokio::spawn(async move {
             if let Some(previous) = previous {
                 let _ = previous.await;
             }
+            if closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
             turn.run(audio).await;
         }));
+        self.unfinished.push(cancel.clone());
         self.active = Some(TurnControl { cancel, response });
     }
 
