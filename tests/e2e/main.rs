@@ -9,6 +9,7 @@ mod connectors;
 mod dream;
 mod governance;
 mod guards;
+mod hardening;
 mod hooks;
 mod memories;
 mod retrieval;

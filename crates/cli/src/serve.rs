@@ -75,7 +75,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "SERVICE_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = cairn_server::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS)]
     max_connections_per_address: usize,
     /// How many connections are served at once; more wait in the listen backlog.
-    #[arg(long, env = "SERVICE_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "SERVICE_MAX_CONNECTIONS", default_value_t = cairn_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// How long a connection may take to send a complete request head (its first one, or
     /// the next on a kept-alive HTTP/1 connection) before it is closed, whatever it sent.
@@ -131,6 +131,23 @@ pub(crate) struct RuntimeArgs {
     voice: crate::voice::VoiceArgs,
 }
 
+/// Raises the soft limit on open files to the hard one (as Go's runtime does): a daemon
+/// that may serve `connections` at once needs a descriptor each, and many systems start
+/// processes at 1,024. Says so when the limit stays below what the connections need.
+fn raise_file_limit(connections: u64) {
+    let wanted = connections + 256; // the database, the log, the model files, the listener
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < wanted => tracing::warn!(
+            limit,
+            connections,
+            "the open-file limit is below what --max-connections needs; raise it (ulimit -n, \
+             LimitNOFILE=) or lower --max-connections"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
+    }
+}
+
 pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let profile = if args.profile == "production" { Profile::Production } else { Profile::Solo };
     if profile == Profile::Solo && !args.host.is_loopback() {
@@ -141,6 +158,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let jwt = jwt_verifier(&args, profile)?;
+    raise_file_limit(args.max_connections as u64);
     let opened = args.store.open_store(true).await?;
     let (store, data_dir) = (opened.store.clone(), opened.data_dir.clone());
     if profile == Profile::Production && jwt.is_none() {

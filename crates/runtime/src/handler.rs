@@ -563,8 +563,7 @@ impl RuntimeHandler {
                     inner.sse,
                     inner.shutdown.subscribe(),
                     self.error_mapper(),
-                    permit,
-                    ends,
+                    sse::StreamAccess { permit, ends },
                 )
                 .await
             }

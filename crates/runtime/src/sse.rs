@@ -79,6 +79,13 @@ fn delta_frame(text: &str) -> Bytes {
 /// a time, each page sent before the next is read.
 const STREAM_PAGE: u32 = MAX_EVENT_PAGE;
 
+/// What keeps an event stream open: its place among its principal's streams, and the end of
+/// the credential it was opened with, if that can end.
+pub(crate) struct StreamAccess {
+    pub(crate) permit: StreamPermit,
+    pub(crate) ends: Option<crate::handler::CredentialEnds>,
+}
+
 /// `GET /conversations/:id/events/stream`. Answers 404 before streaming when the
 /// conversation does not exist. `permit` is held as long as the stream is open.
 pub(crate) async fn stream_events(
@@ -88,8 +95,7 @@ pub(crate) async fn stream_events(
     options: StreamOptions,
     mut shutdown: watch::Receiver<bool>,
     errors: ErrorMapper,
-    permit: StreamPermit,
-    ends: Option<crate::handler::CredentialEnds>,
+    access: StreamAccess,
 ) -> Result<Response<ResponseBody>, ApiError> {
     // Subscribe before the first read, so nothing appended in between goes unnoticed.
     let mut appended = runtime.subscribe(&conversation_id);
@@ -102,8 +108,7 @@ pub(crate) async fn stream_events(
         .map_err(|e| errors.map(e))?;
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let _permit = permit;
-        let mut ends = ends;
+        let StreamAccess { permit: _permit, mut ends } = access;
         let mut last = after;
         let mut pending = first;
         // Tells the browser how soon to reconnect after a drop.

@@ -198,3 +198,25 @@ impl Reservation {
         }
     }
 }
+
+/// The most of a refused body read and dropped before the refusal is answered.
+const DRAIN_LIMIT: u64 = 32 * 1024 * 1024;
+
+/// Reads `body` to its end and drops it, frame by frame (nothing is kept), within `timeout`
+/// and [`DRAIN_LIMIT`] bytes; true when it ended.
+pub(crate) async fn drain(body: Incoming, timeout: Duration) -> bool {
+    use http_body_util::BodyExt as _;
+    let reading = async {
+        let mut body = std::pin::pin!(body);
+        let mut read = 0u64;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return false };
+            read += frame.data_ref().map_or(0, |data| data.len() as u64);
+            if read > DRAIN_LIMIT {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(timeout, reading).await.unwrap_or(false)
+}

@@ -75,7 +75,7 @@ pub struct ServerConfig {
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
-            max_connections: 1024,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             header_read_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
@@ -88,7 +88,12 @@ impl Default for ServerConfig {
     }
 }
 
-/// A quarter of the default 1,024 connections: four callers are needed to fill them.
+/// Connections served at once: room for every address's share many times over, so a few
+/// callers holding theirs (stalled, until the header timeout closes them) leave room for
+/// everyone else.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// A sixteenth of the default connections: sixteen callers are needed to fill them.
 pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 
 /// Twice the largest body the API takes (a 16 MiB memory batch): two such batches are read
@@ -496,7 +501,13 @@ impl Connection {
                     let declared = request.body().size_hint().exact();
                     match self.budget.reserve(declared, BODY_BUDGET_WAIT).await {
                         Ok(reservation) => Some(reservation),
-                        Err(refusal) => return Ok(body_refused(refusal)),
+                        Err(refusal) => {
+                            // Read and dropped (never held), so the client, still sending,
+                            // gets to read the answer instead of a reset connection.
+                            let drained =
+                                body::drain(request.into_body(), self.body_timeout).await;
+                            return Ok(body_refused(refusal, drained));
+                        }
                     }
                 }
             };
@@ -593,9 +604,9 @@ fn too_many_bodies(peer: SocketAddr) -> Response<ResponseBody> {
     response
 }
 
-/// The answer to a request whose body found no room in the daemon's body budget. Its body
-/// is left unread, so the connection closes after the answer.
-fn body_refused(refusal: body::Refusal) -> Response<ResponseBody> {
+/// The answer to a request whose body found no room in the daemon's body budget. A body
+/// that could not be drained closes the connection after the answer.
+fn body_refused(refusal: body::Refusal, drained: bool) -> Response<ResponseBody> {
     let error = match refusal {
         body::Refusal::Busy => ApiError::new(
             ErrorCode::ServerBusy,
@@ -608,9 +619,11 @@ fn body_refused(refusal: body::Refusal) -> Response<ResponseBody> {
         )),
     };
     let mut response = error.into_response();
-    response
-        .headers_mut()
-        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    if !drained {
+        response
+            .headers_mut()
+            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    }
     response
 }
 

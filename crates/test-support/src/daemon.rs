@@ -100,6 +100,29 @@ impl Daemon {
         &self.base_url
     }
 
+    /// The address the daemon listens on.
+    pub fn address(&self) -> std::net::SocketAddr {
+        let address = self.base_url.trim_start_matches("http://");
+        address.parse().unwrap_or_else(|_| panic!("not an address: {address}"))
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The daemon's peak resident memory so far (`VmHWM`), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the daemon's /proc status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmHWM line");
+        kib * 1024
+    }
+
     pub async fn request(&self, method: Method, path: &str, body: Body<'_>) -> Reply {
         self.request_with(method, path, body, &[]).await
     }
