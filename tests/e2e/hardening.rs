@@ -77,8 +77,9 @@ async fn exchange_from(last: u8, to: SocketAddr, head: String, body: Vec<u8>) ->
 fn large_batch(seed: usize) -> Vec<u8> {
     let memories: Vec<Value> = (0..1000)
         .map(|n| {
-            let words: String =
-                (0..2_000).map(|w| format!("w{}x{} ", (seed * 7 + n * 13 + w) % 9973, w % 7)).collect();
+            let words: String = (0..2_000)
+                .map(|w| format!("w{}x{} ", (seed * 7 + n * 13 + w) % 9973, w % 7))
+                .collect();
             json!({"content": words.chars().take(16_200).collect::<String>(), "scope": "user"})
         })
         .collect();
@@ -116,7 +117,10 @@ async fn sixteen_large_batches_at_once_keep_the_daemon_under_400_mb() {
     }
     assert!(created >= 1, "some batches went through");
     let peak = daemon.peak_rss();
-    println!("peak RSS under 16 concurrent 16 MiB batches: {:.1} MB ({created} stored)", peak as f64 / 1e6);
+    println!(
+        "peak RSS under 16 concurrent 16 MiB batches: {:.1} MB ({created} stored)",
+        peak as f64 / 1e6
+    );
     assert!(peak < 400_000_000, "the daemon peaked at {peak} bytes");
     let health = daemon.get("/api/health").await;
     assert_eq!(health.body["memoryCount"], created * 1000, "{health:?}");
@@ -188,7 +192,10 @@ async fn widget_outputs_are_checked_against_their_prompt_and_payloads_default_to
     let daemon = Daemon::start();
     let id = new_conversation(&daemon).await;
     let sent = daemon
-        .post(&format!("{RUNTIME}/conversations/{id}/messages"), json!({"message": "I'd like to book a demo"}))
+        .post(
+            &format!("{RUNTIME}/conversations/{id}/messages"),
+            json!({"message": "I'd like to book a demo"}),
+        )
         .await;
     assert_eq!(sent.status, 200, "{sent:?}");
     let opened = sent.body["events"]
@@ -241,11 +248,17 @@ async fn widget_outputs_are_checked_against_their_prompt_and_payloads_default_to
     let rating_id = rating["data"]["promptId"].as_str().unwrap();
     let widgets = format!("{RUNTIME}/conversations/{other}/widgets");
     let refused = daemon
-        .post(&widgets, json!({"promptId": rating_id, "widgetKind": "rating", "output": {"value": 9}}))
+        .post(
+            &widgets,
+            json!({"promptId": rating_id, "widgetKind": "rating", "output": {"value": 9}}),
+        )
         .await;
     assert!(refused.assert_error(422, "VALIDATION_ERROR").contains("output.value"));
     let rated = daemon
-        .post(&widgets, json!({"promptId": rating_id, "widgetKind": "rating", "output": {"value": 4}}))
+        .post(
+            &widgets,
+            json!({"promptId": rating_id, "widgetKind": "rating", "output": {"value": 4}}),
+        )
         .await;
     assert_eq!(rated.status, 200, "{rated:?}");
 }
@@ -257,7 +270,12 @@ async fn an_event_stream_ends_within_a_second_of_its_token_being_revoked_or_expi
     let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
     let as_server = [("x-api-key", key.as_str())];
     let created = daemon
-        .request_with(Method::POST, &format!("{RUNTIME}/conversations"), Body::Json(json!({})), &as_server)
+        .request_with(
+            Method::POST,
+            &format!("{RUNTIME}/conversations"),
+            Body::Json(json!({})),
+            &as_server,
+        )
         .await;
     let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
     let mint = async |ttl: u64| {
@@ -281,7 +299,12 @@ async fn an_event_stream_ends_within_a_second_of_its_token_being_revoked_or_expi
     assert_eq!(stream.status, 200);
     let token_id = token["tokenId"].as_str().unwrap();
     let revoked = daemon
-        .request_with(Method::DELETE, &format!("/api/conversation-tokens/{token_id}"), Body::None, &as_server)
+        .request_with(
+            Method::DELETE,
+            &format!("/api/conversation-tokens/{token_id}"),
+            Body::None,
+            &as_server,
+        )
         .await;
     assert_eq!(revoked.status, 200, "{revoked:?}");
     let revoked_at = Instant::now();
@@ -336,7 +359,10 @@ async fn erased_text_is_gone_from_the_database_files_and_subjects_fold_unicode()
     daemon.remember(json!({"content": "Call JÖRG SCHMIDT about Marrowby", "scope": "user"})).await;
     let id = new_conversation(&daemon).await;
     let said = daemon
-        .post(&format!("{RUNTIME}/conversations/{id}/messages"), json!({"message": "Please write to ÖZLEM ÜNAL today"}))
+        .post(
+            &format!("{RUNTIME}/conversations/{id}/messages"),
+            json!({"message": "Please write to ÖZLEM ÜNAL today"}),
+        )
         .await;
     assert_eq!(said.status, 200, "{said:?}");
     // A few searches, so the full-text index is read and written.
@@ -362,7 +388,10 @@ async fn erased_text_is_gone_from_the_database_files_and_subjects_fold_unicode()
                 );
             }
         }
-        assert!(file_holds(&files[0], b"nextest") || file_holds(&files[1], b"nextest"), "what was kept is there");
+        assert!(
+            file_holds(&files[0], b"nextest") || file_holds(&files[1], b"nextest"),
+            "what was kept is there"
+        );
     };
     check("after the erasure");
     assert!(daemon.terminate().success());

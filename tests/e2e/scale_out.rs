@@ -6,6 +6,7 @@
 //! lost database connections.
 
 use std::collections::{BTreeSet, HashSet};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cairn_test_support::postgres::TestCluster;
@@ -353,4 +354,72 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
     }
     let log = events(&a, &id).await;
     assert_eq!(offsets(&log), (0..log.len() as u64).collect::<Vec<_>>(), "gapless");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_with_writes_in_flight_loses_no_acknowledged_write() {
+    let (_cluster, url) = database();
+    let (a, b) = (daemon(&url), daemon(&url));
+    let b = std::sync::Arc::new(b);
+    // Eight writers send memories to B without pause; B is killed while they do.
+    let mut writers = Vec::new();
+    for writer in 0..8 {
+        let b = b.clone();
+        writers.push(tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            for n in 0.. {
+                let memory = json!({"content": format!("in flight {writer}-{n}"), "scope": "user"});
+                match b.try_post("/api/memories", memory).await {
+                    Ok(reply) if reply.status == 201 => {
+                        acknowledged.push(reply.body["id"].as_str().unwrap().to_owned());
+                    }
+                    Ok(reply) => panic!("a write was refused: {reply:?}"),
+                    Err(_) => return acknowledged,
+                }
+            }
+            unreachable!()
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // The writers hold the daemon too; it is killed through its process id.
+    let killed = Command::new("kill").args(["-KILL", &b.pid().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let mut acknowledged = Vec::new();
+    for writer in writers {
+        acknowledged.extend(writer.await.unwrap());
+    }
+    assert!(acknowledged.len() > 20, "writes were in flight: {}", acknowledged.len());
+    for id in &acknowledged {
+        let found = a.get(&format!("/api/memories/{id}")).await;
+        assert_eq!(found.status, 200, "acknowledged {id} was lost: {found:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_slow_turns_on_one_daemon_all_answer() {
+    use cairn_test_support::standin::{StandIn, openai};
+    let (_cluster, url) = database();
+    // A language model that takes three seconds to begin its answer.
+    let model = StandIn::start(|_| {
+        openai::chat_stream(&["Noted, ", "thank you."], Duration::ZERO)
+            .delayed(Duration::from_secs(3))
+    });
+    let chat_url = format!("{}/v1", model.url());
+    let daemon = Daemon::start_with(
+        &["--database-url", &url, "--embedder", "none", "--chat-url", &chat_url],
+        &[],
+    );
+    let mut conversations = Vec::new();
+    for _ in 0..64 {
+        conversations.push(create_conversation(&daemon).await);
+    }
+    let started = Instant::now();
+    let paths: Vec<String> =
+        conversations.iter().map(|id| conversation_path(id, "/messages")).collect();
+    let turns = paths.iter().map(|path| daemon.post(path, json!({"message": "tell me more"})));
+    for reply in join_all(turns).await {
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(reply.body["text"], "Noted, thank you.", "{reply:?}");
+    }
+    eprintln!("64 slow turns answered in {:?}", started.elapsed());
 }

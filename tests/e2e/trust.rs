@@ -41,8 +41,9 @@ async fn one_address_cannot_hold_every_connection_with_slow_bodies() {
     // Sixteen slow bodies from one address take its slots.
     let slow: Vec<TcpStream> = (0..16).map(|_| slow_post(daemon.base_url())).collect();
     std::thread::sleep(Duration::from_millis(300));
+    // The next waits briefly (2 s) for a slot, then is refused.
     let refused = slow_post(daemon.base_url());
-    refused.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    refused.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut line = String::new();
     BufReader::new(&refused).read_line(&mut line).unwrap();
     assert!(line.starts_with("HTTP/1.1 429"), "{line}");

@@ -319,3 +319,92 @@ async fn with_a_language_model_the_first_sentence_is_spoken_while_the_rest_is_wr
     assert_eq!(reply["data"]["text"], "Sure, I can book a demo for you. Which day suits you?");
     assert!(reply["data"]["aborted"].is_null() || reply["data"]["aborted"] == false, "{reply}");
 }
+
+/// A daemon whose speech recognition is a stand-in for a paid transcription endpoint that
+/// hears `text`, answering after `delay`; speech synthesis is espeak-ng's.
+fn daemon_with_transcription(text: &'static str, delay: Duration) -> (StandIn, Daemon) {
+    let transcriber = StandIn::start(move |_| openai::transcription(text).delayed(delay));
+    let url = format!("{}/v1", transcriber.url());
+    let daemon = Daemon::start_with(&["--transcription-url", &url], &[]);
+    (transcriber, daemon)
+}
+
+/// Opens a voice conversation's socket; its conversation id and the socket, past
+/// `session.created`.
+async fn open_socket(daemon: &Daemon) -> (String, Socket) {
+    let started = start(daemon).await;
+    let conversation_id = started["conversation"]["id"].as_str().unwrap().to_owned();
+    let mut socket = connect(started["socket"]["url"].as_str().unwrap()).await.unwrap();
+    assert_eq!(next(&mut socket).await["type"], "session.created");
+    (conversation_id, socket)
+}
+
+#[tokio::test]
+async fn a_commit_after_the_server_vad_committed_is_an_error_and_the_reply_is_still_spoken() {
+    let (_transcriber, daemon) =
+        daemon_with_transcription("I would like to book a demo.", Duration::ZERO);
+    let (_, mut socket) = open_socket(&daemon).await;
+    say(&mut socket, &speech("I would like to book a demo."), 1200).await;
+    // A push-to-talk client commits when its button is released, after the VAD did.
+    send(&mut socket, json!({"type": "input_audio_buffer.commit", "event_id": "ptt_1"})).await;
+    let (error, before) = until(&mut socket, "error").await;
+    assert_eq!(error["error"]["code"], "input_audio_buffer_commit_empty", "{error}");
+    assert_eq!(error["error"]["event_id"], "ptt_1");
+    let commits = |events: &[Value]| {
+        events.iter().filter(|event| event["type"] == "input_audio_buffer.committed").count()
+    };
+    assert_eq!(commits(&before), 1, "the VAD's commit: {before:#?}");
+    let (done, during) = until(&mut socket, "response.done").await;
+    assert_eq!(done["response"]["status"], "completed", "{done}");
+    assert!(
+        during.iter().any(|event| event["type"] == "response.audio.delta"),
+        "the reply is spoken: {during:#?}"
+    );
+    assert_eq!(commits(&during), 0, "no empty turn was committed");
+}
+
+#[tokio::test]
+async fn a_flood_of_commits_queues_a_few_turns_and_closing_the_socket_drops_the_rest() {
+    let (transcriber, daemon) = daemon_with_transcription("Hello there.", Duration::from_secs(2));
+    let (conversation_id, mut socket) = open_socket(&daemon).await;
+    send(&mut socket, json!({"type": "session.update", "session": {"turn_detection": null}})).await;
+    assert_eq!(
+        until(&mut socket, "session.updated").await.0["session"]["turn_detection"],
+        Value::Null
+    );
+    // 150 commits of a second of audio each, as fast as the socket takes them.
+    let second = cairn_agents::voice::encode_pcm16(&vec![1_000i16; 24_000]);
+    for n in 0..150 {
+        send(&mut socket, json!({"type": "input_audio_buffer.append", "audio": second})).await;
+        send(
+            &mut socket,
+            json!({"type": "input_audio_buffer.commit", "event_id": format!("c{n}")}),
+        )
+        .await;
+    }
+    let (mut committed, mut refused) = (0, 0);
+    while committed + refused < 150 {
+        let event = next(&mut socket).await;
+        match event["type"].as_str().unwrap() {
+            "input_audio_buffer.committed" => committed += 1,
+            "error" if event["error"]["code"] == "turn_queue_full" => refused += 1,
+            "error" => panic!("{event}"),
+            _ => {}
+        }
+    }
+    assert!(committed <= 3, "{committed} turns were queued");
+    assert_eq!(refused, 150 - committed);
+    socket.close(None).await.unwrap();
+    drop(socket);
+    // The turn being transcribed goes on; the waiting ones never start.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(transcriber.requests().len() <= 1, "{} transcriptions", transcriber.requests().len());
+    let events = daemon.get(&format!("/api/runtime/conversations/{conversation_id}/events")).await;
+    let users = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["type"] == "message" && event["data"]["role"] == "user")
+        .count();
+    assert!(users <= 1, "{users} user messages were added after the socket closed");
+}

@@ -215,7 +215,9 @@ mod tests {
             json!({"tool_name": "shell", "tool_input": {"command": ["bash", "-lc", "ls -la /"]}}),
         );
         assert_eq!(shell_command(&argv).as_deref(), Some("bash -lc 'ls -la /'"));
-        let rm = event(json!({"tool_name": "local_shell", "tool_input": {"command": ["rm", "-rf", "/"]}}));
+        let rm = event(
+            json!({"tool_name": "local_shell", "tool_input": {"command": ["rm", "-rf", "/"]}}),
+        );
         assert_eq!(shell_command(&rm).as_deref(), Some("rm -rf /"));
         let cmd = event(json!({"tool_name": "exec_command", "tool_input": {"cmd": "rm -rf ~"}}));
         assert_eq!(shell_command(&cmd).as_deref(), Some("rm -rf ~"));

@@ -96,11 +96,10 @@ where
         Err(error) if error.is::<BodyTimeout>() => {
             Err(ApiError::new(ErrorCode::RequestTimeout, error.to_string()))
         }
-        Err(error) if error.is::<BodyBusy>() => Err(ApiError::new(
-            ErrorCode::ServerBusy,
-            error.to_string(),
-        )
-        .with_header(http::header::RETRY_AFTER, HeaderValue::from_static("1"))),
+        Err(error) if error.is::<BodyBusy>() => {
+            Err(ApiError::new(ErrorCode::ServerBusy, error.to_string())
+                .with_header(http::header::RETRY_AFTER, HeaderValue::from_static("1")))
+        }
         Err(error) => {
             Err(ApiError::validation(format!("the request body could not be read: {error}")))
         }

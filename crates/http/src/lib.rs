@@ -10,6 +10,7 @@ mod body;
 mod error;
 
 pub use crate::body::{
-    BodyBusy, BodyTimeout, ResponseBody, bytes_response, json_response, parse_json, parse_query, read_body,
+    BodyBusy, BodyTimeout, ResponseBody, bytes_response, json_response, parse_json, parse_query,
+    read_body,
 };
 pub use crate::error::ApiError;

@@ -100,8 +100,13 @@ impl BodySlots {
         BodySlots { per_address: per_address.max(1), slots: Mutex::default() }
     }
 
-    /// A slot for one more body from `address`, or `None` when it has them all in use.
-    pub(crate) fn take(&self, address: IpAddr) -> Option<OwnedSemaphorePermit> {
+    /// A slot for one more body from `address`, waiting up to `wait` for one of its bodies
+    /// to be read; `None` when they stay in use (slow senders hold them).
+    pub(crate) async fn take(
+        &self,
+        address: IpAddr,
+        wait: Duration,
+    ) -> Option<OwnedSemaphorePermit> {
         let semaphore = {
             let mut slots = self.slots.lock().expect("the slot table is never poisoned");
             if slots.len() > 4096 {
@@ -114,7 +119,10 @@ impl BodySlots {
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_address)))
                 .clone()
         };
-        semaphore.try_acquire_owned().ok()
+        if let Ok(slot) = semaphore.clone().try_acquire_owned() {
+            return Some(slot);
+        }
+        tokio::time::timeout(wait, semaphore.acquire_owned()).await.ok()?.ok()
     }
 }
 

@@ -51,8 +51,9 @@ pub struct ServerConfig {
     /// How long a client may take to send a request's body, from its headers on; past it
     /// the request is answered 408 `REQUEST_TIMEOUT`.
     pub body_read_timeout: Duration,
-    /// How many requests one address may be sending bodies for at once; more are answered
-    /// 429 at once, so slow senders cannot take every connection.
+    /// How many requests one address may be sending bodies for at once; more wait up to
+    /// [`BODY_BUDGET_WAIT`] for one to be read, then are answered 429, so slow senders
+    /// cannot take every connection.
     pub max_body_reads_per_address: usize,
     /// Bytes of request bodies being read and handled at once, daemon-wide (a body holds its
     /// share until its handler has answered). A request whose body does not fit waits up to
@@ -100,7 +101,8 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
 /// and parsed at once, and small bodies are never short of room.
 pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: u64 = 32 * 1024 * 1024;
 
-/// How long a request waits for room in the body budget before it is answered 503.
+/// How long a request waits for room in the body budget (503 after it), or for its
+/// address's body slot (429 after it).
 pub const BODY_BUDGET_WAIT: Duration = Duration::from_secs(2);
 
 pub use crate::openapi::{document as openapi_document, openapi_json};
@@ -485,14 +487,16 @@ impl Connection {
     ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> + Send + 'static {
         let peer = self.peer;
         let has_body = !request.body().is_end_stream();
-        let slot = match has_body {
-            false => Ok(None),
-            true => self.slots.take(peer.ip()).map(Some).ok_or(()),
-        };
         let busy = self.watched.busy();
         async move {
-            let Ok(slot) = slot else {
-                return Ok(too_many_bodies(peer));
+            // A burst of requests from one address waits briefly for its bodies to be read;
+            // slow senders that keep them all get 429.
+            let slot = match has_body {
+                false => None,
+                true => match self.slots.take(peer.ip(), BODY_BUDGET_WAIT).await {
+                    Some(slot) => Some(slot),
+                    None => return Ok(too_many_bodies(peer)),
+                },
             };
             // Room for the body in the daemon's budget, held until the handler has answered.
             let reservation = match has_body {
@@ -504,8 +508,7 @@ impl Connection {
                         Err(refusal) => {
                             // Read and dropped (never held), so the client, still sending,
                             // gets to read the answer instead of a reset connection.
-                            let drained =
-                                body::drain(request.into_body(), self.body_timeout).await;
+                            let drained = body::drain(request.into_body(), self.body_timeout).await;
                             return Ok(body_refused(refusal, drained));
                         }
                     }

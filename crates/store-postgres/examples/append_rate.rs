@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use cairn_store::conformance::sample_conversation;
 use cairn_store::{Commit, CommitOutcome, ConversationStore, NewEvent};
-use cairn_test_support::postgres::TestCluster;
 use cairn_store_postgres::{PgOptions, PgStore};
+use cairn_test_support::postgres::TestCluster;
 use cairn_types::{Snapshot, Timestamp};
 
 const TASKS: usize = 16;

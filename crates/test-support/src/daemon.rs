@@ -144,6 +144,25 @@ impl Daemon {
         Reply { status, headers, body, text }
     }
 
+    /// A JSON POST whose failure (a daemon killed under it) is an `Err`, not a panic.
+    pub async fn try_post(&self, path: &str, body: Value) -> Result<Reply, String> {
+        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap());
+        let request = hyper::Request::post(format!("{}{path}", self.base_url))
+            .header("content-type", "application/json")
+            .body(Full::new(bytes))
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+            .await
+            .map_err(|_| format!("POST {path} timed out"))?
+            .map_err(|error| format!("POST {path} failed: {error}"))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let raw = response.into_body().collect().await.map_err(|error| error.to_string())?;
+        let raw = raw.to_bytes();
+        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+        Ok(Reply { status, headers, body, text: String::from_utf8_lossy(&raw).into_owned() })
+    }
+
     pub async fn get(&self, path: &str) -> Reply {
         self.request(Method::GET, path, Body::None).await
     }

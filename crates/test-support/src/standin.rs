@@ -112,6 +112,14 @@ impl Answer {
         Answer::raw().pause(duration)
     }
 
+    /// The same answer, begun after `delay` (a slow provider).
+    pub fn delayed(mut self, delay: Duration) -> Answer {
+        if !delay.is_zero() {
+            self.steps.insert(0, Step::Pause(delay));
+        }
+        self
+    }
+
     /// Writes `bytes` next.
     pub fn write(mut self, bytes: impl Into<Vec<u8>>) -> Answer {
         self.steps.push(Step::Write(bytes.into()));
