@@ -91,9 +91,7 @@ fn check_form(input: &Value, output: &Map<String, Value>) -> Result<(), String> 
     if fields.is_empty() {
         return Ok(());
     }
-    if let Some(unknown) = output.keys().find(|key| fields.iter().all(|field| field.name != *key)) {
-        return Err(format!("output.{unknown}: not a field of this form"));
-    }
+    // Fields the form did not ask for are kept as they are (a client may add its own).
     for field in &fields {
         let value = output.get(field.name).filter(|value| !is_blank(value));
         let Some(value) = value else {
@@ -233,7 +231,8 @@ mod tests {
         assert!(error.starts_with("output.name: text"), "{error}");
         assert_eq!(
             check_output("form", &input, &json!({"name": "A", "email": "a@b.co", "x": "1"})),
-            Err("output.x: not a field of this form".to_owned())
+            Ok(()),
+            "fields it did not ask for are the client's"
         );
         let specs = json!({"fields": [
             {"name": "seats", "type": "number", "min": 1, "max": 10},
