@@ -397,3 +397,70 @@ async fn erased_text_is_gone_from_the_database_files_and_subjects_fold_unicode()
     assert!(daemon.terminate().success());
     check("after a graceful stop");
 }
+
+#[tokio::test]
+async fn a_voice_socket_closes_within_a_second_of_the_token_that_started_it_being_revoked() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let directory = tempfile::tempdir().unwrap();
+    let key = create_key(directory.path(), "runtime");
+    let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
+    let as_server = [("x-api-key", key.as_str())];
+    let created = daemon
+        .request_with(
+            Method::POST,
+            &format!("{RUNTIME}/conversations"),
+            Body::Json(json!({})),
+            &as_server,
+        )
+        .await;
+    let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
+    let minted = daemon
+        .request_with(
+            Method::POST,
+            "/api/conversation-tokens",
+            Body::Json(json!({"conversationId": id, "ttlSeconds": 600})),
+            &as_server,
+        )
+        .await;
+    let bearer = format!("Bearer {}", minted.body["token"].as_str().unwrap());
+    let started = daemon
+        .request_with(
+            Method::POST,
+            &format!("{RUNTIME}/conversations/{id}/voice-segments"),
+            Body::Json(json!({})),
+            &[("authorization", bearer.as_str())],
+        )
+        .await;
+    assert_eq!(started.status, 201, "{started:?}");
+    let mut request =
+        started.body["socket"]["url"].as_str().unwrap().into_client_request().unwrap();
+    request.headers_mut().insert("sec-websocket-protocol", "service.voice.v1".parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let first = socket.next().await.unwrap().unwrap();
+    assert!(first.to_text().unwrap().contains("session.created"), "{first:?}");
+
+    let token_id = minted.body["tokenId"].as_str().unwrap();
+    let revoked = daemon
+        .request_with(
+            Method::DELETE,
+            &format!("/api/conversation-tokens/{token_id}"),
+            Body::None,
+            &as_server,
+        )
+        .await;
+    assert_eq!(revoked.status, 200, "{revoked:?}");
+    let closed = tokio::time::timeout(Duration::from_millis(1_500), async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Close(frame) = message {
+                return frame;
+            }
+        }
+        None
+    })
+    .await
+    .expect("the socket closed within 1.5 s of the revocation");
+    let frame = closed.expect("a close frame");
+    assert_eq!(u16::from(frame.code), 1008, "{frame:?}");
+}

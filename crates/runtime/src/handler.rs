@@ -206,8 +206,26 @@ impl HandlerOptions {
                 voice_bases,
                 shutdown,
                 streams: StreamCounts::new(self.max_streams_per_principal),
+                voice_credentials: Mutex::default(),
             }),
         })
+    }
+}
+
+impl Inner {
+    /// Keeps the end of a voice start's credential for the socket its token opens.
+    fn keep_voice_credential(&self, token: &str, ends: Option<CredentialEnds>) {
+        let Some(ends) = ends else { return };
+        let mut kept = self.voice_credentials.lock().expect("never poisoned");
+        let now = std::time::Instant::now();
+        kept.retain(|_, (at, _)| now.duration_since(*at) < VOICE_CREDENTIAL_KEPT);
+        kept.insert(token.to_owned(), (now, ends));
+    }
+
+    /// The end of the credential that started the voice socket of `token`, if it can end.
+    fn voice_credential(&self, token: &str) -> Option<CredentialEnds> {
+        let mut kept = self.voice_credentials.lock().expect("never poisoned");
+        kept.remove(token).map(|(_, ends)| ends)
     }
 }
 
@@ -232,7 +250,13 @@ struct Inner {
     voice_bases: Option<Bases>,
     shutdown: watch::Sender<bool>,
     streams: Arc<StreamCounts>,
+    /// The end of the credential each voice start was authorized with, by the socket token
+    /// it issued: the socket opened with that token closes when the credential ends.
+    voice_credentials: Mutex<HashMap<String, (std::time::Instant, CredentialEnds)>>,
 }
+
+/// How long a voice start's credential is kept for its socket: past any socket token's life.
+const VOICE_CREDENTIAL_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Every operation, by the seed's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,6 +520,7 @@ impl RuntimeHandler {
                 let bases = self.voice_bases(parts)?;
                 let mut result = runtime.start_voice_conversation(input).await.map_err(fail)?;
                 voice::fill_urls(&mut result, &bases);
+                inner.keep_voice_credential(&result.socket.token, ends);
                 Ok(json_response(StatusCode::CREATED, &result))
             }
             Operation::StartVoiceSegment => {
@@ -503,14 +528,17 @@ impl RuntimeHandler {
                 let bases = self.voice_bases(parts)?;
                 let mut result = runtime.start_voice_segment(&id, input).await.map_err(fail)?;
                 voice::fill_urls(&mut result, &bases);
+                inner.keep_voice_credential(&result.socket.token, ends);
                 Ok(json_response(StatusCode::CREATED, &result))
             }
             Operation::VoiceSocket => {
                 let accept = voice::check_handshake(parts)?;
                 let token = voice::socket_token(parts)?;
                 let session = runtime.open_voice_socket(&token).await.map_err(fail)?;
+                let credential = inner.voice_credential(&token);
                 let upgrade =
-                    VoiceUpgrade::new(session, inner.shutdown.subscribe(), inner.voice.socket);
+                    VoiceUpgrade::new(session, inner.shutdown.subscribe(), inner.voice.socket)
+                        .until(credential);
                 Ok(voice::switching_protocols(&accept, upgrade))
             }
             Operation::SendMessage => {

@@ -374,6 +374,8 @@ pub struct VoiceUpgrade {
     session: Arc<Mutex<Option<Box<dyn VoiceSession>>>>,
     shutdown: watch::Receiver<bool>,
     options: VoiceSocketOptions,
+    /// The end of the credential the voice start was authorized with, if it can end.
+    credential: Arc<Mutex<Option<crate::handler::CredentialEnds>>>,
 }
 
 impl VoiceUpgrade {
@@ -382,7 +384,19 @@ impl VoiceUpgrade {
         shutdown: watch::Receiver<bool>,
         options: VoiceSocketOptions,
     ) -> VoiceUpgrade {
-        VoiceUpgrade { session: Arc::new(Mutex::new(Some(session))), shutdown, options }
+        VoiceUpgrade {
+            session: Arc::new(Mutex::new(Some(session))),
+            shutdown,
+            options,
+            credential: Arc::default(),
+        }
+    }
+
+    /// Closes the socket (1008) once `credential` ends: the start was authorized with a key
+    /// or token that can be revoked or expire.
+    pub(crate) fn until(self, credential: Option<crate::handler::CredentialEnds>) -> VoiceUpgrade {
+        *self.credential.lock().expect("never poisoned") = credential;
+        self
     }
 
     /// Serves the socket on the upgraded connection until it closes (see
@@ -392,9 +406,10 @@ impl VoiceUpgrade {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let session = self.session.lock().ok().and_then(|mut session| session.take());
+        let credential = self.credential.lock().ok().and_then(|mut credential| credential.take());
         match session {
             Some(session) => {
-                serve_voice_socket_with(io, session, self.shutdown, self.options).await
+                serve_socket(io, session, self.shutdown, self.options, credential).await
             }
             None => tracing::warn!("a voice upgrade was served twice; the second is dropped"),
         }
@@ -427,8 +442,21 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn serve_voice_socket_with<S>(
     io: S,
     session: Box<dyn VoiceSession>,
+    shutdown: watch::Receiver<bool>,
+    options: VoiceSocketOptions,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    serve_socket(io, session, shutdown, options, None).await
+}
+
+/// [`serve_voice_socket_with`], closing the socket with 1008 once `credential` ends.
+async fn serve_socket<S>(
+    io: S,
+    session: Box<dyn VoiceSession>,
     mut shutdown: watch::Receiver<bool>,
     options: VoiceSocketOptions,
+    mut credential: Option<crate::handler::CredentialEnds>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -473,6 +501,10 @@ pub async fn serve_voice_socket_with<S>(
         () = shut_down(&mut shutdown) => {
             let frame = close_frame(CloseCode::Away, "the server is shutting down");
             Some(Closing { frame, drain: true })
+        }
+        () = credential_ends(&mut credential) => {
+            let reason = "the credential this voice socket was started with was revoked or has expired";
+            Some(Closing { frame: close_frame(CloseCode::Policy, reason), drain: false })
         }
         _ = &mut writer => {
             writer_done = true;
@@ -535,6 +567,14 @@ async fn linger<S: AsyncRead + Unpin>(io: &mut S) {
 struct Closing {
     frame: CloseFrame,
     drain: bool,
+}
+
+/// Resolves when the socket's credential ends; never without one.
+async fn credential_ends(credential: &mut Option<crate::handler::CredentialEnds>) {
+    match credential {
+        Some(ends) => ends.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves when the handler shuts down; never when it cannot any more.
