@@ -150,3 +150,30 @@ async fn chat_streams_replies_and_asks_open_prompts_as_questions() {
     let replay = json(&daemon, &["conversations", "show", id, "--json"]);
     assert!(replay["openPrompts"].as_array().unwrap().is_empty(), "{replay}");
 }
+
+#[tokio::test]
+async fn a_closed_pipe_ends_a_listing_quietly() {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let daemon = Daemon::start();
+    for n in 0..200 {
+        // 200 memories of 600 bytes: more than a pipe's buffer (64 KiB) holds.
+        let content = format!("note number {n} about the build: {}", "details ".repeat(70));
+        daemon.remember(serde_json::json!({"content": content, "scope": "user"})).await;
+    }
+    // `cairn memories list | head -c 10`: the reader goes away after a few bytes.
+    let mut child = std::process::Command::new(crate::util::cairn_bin())
+        .args(["memories", "list", "--limit", "200"])
+        .env("CAIRN_URL", daemon.base_url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+}

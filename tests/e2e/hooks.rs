@@ -1,9 +1,12 @@
 //! `cairn hook pre-tool-use|post-tool-use` fed real Claude Code hook payloads: a blocked
 //! command exits 2 with the reason on stderr, a failed command warns the next time it is
-//! about to run in the same repository, and Cairn's own failure never blocks.
+//! about to run in the same repository, and a daemon that is down or never answers still
+//! blocks what the built-in rules block.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
+use cairn_test_support::standin::{Answer, StandIn};
 use serde_json::{Value, json};
 
 use crate::util::{Daemon, run_with_input, unused_url};
@@ -104,12 +107,45 @@ async fn guards_block_before_and_outcomes_warn_after() {
 }
 
 #[tokio::test]
-async fn cairns_own_failures_never_block_the_agent() {
+async fn a_daemon_down_or_silent_never_lets_a_destructive_command_through() {
+    // Down: the built-in rules are checked in the hook itself and still block.
     let closed = unused_url();
     let down = hook(&closed, "pre-tool-use", &pre_tool_use("rm -rf /", "/tmp"));
-    assert_eq!(down.status.code(), Some(0));
-    assert!(text(&down.stderr).contains("allowed without a guard check"), "{}", text(&down.stderr));
+    assert_eq!(down.status.code(), Some(2), "{}", text(&down.stderr));
+    let stderr = text(&down.stderr);
+    assert!(stderr.starts_with("Cairn blocked this command: "), "{stderr}");
+    assert!(stderr.contains("only the built-in rules were checked"), "{stderr}");
+    // A harmless command passes, saying what was not consulted.
+    let fine = hook(&closed, "pre-tool-use", &pre_tool_use("cargo test", "/tmp"));
+    assert_eq!(fine.status.code(), Some(0), "{}", text(&fine.stderr));
+    assert!(
+        text(&fine.stderr).contains("not the rules learned from memories"),
+        "{}",
+        text(&fine.stderr)
+    );
 
+    // A daemon that accepts and never answers: the same, within the hook's time limit.
+    let silent = StandIn::start(|_| Answer::silence(Duration::from_secs(60)));
+    let started = Instant::now();
+    let stuck = run_with_input(
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["hook", "pre-tool-use", "--timeout", "1s"])
+            .env("CAIRN_URL", silent.url()),
+        &pre_tool_use("git push --force origin main", "/tmp").to_string(),
+    );
+    assert_eq!(stuck.status.code(), Some(2), "{}", text(&stuck.stderr));
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    let stuck = run_with_input(
+        Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["guard", "--timeout", "1s", "rm -rf ~"])
+            .env("CAIRN_URL", silent.url()),
+        "",
+    );
+    assert_eq!(stuck.status.code(), Some(2), "{}", text(&stuck.stderr));
+    assert!(text(&stuck.stderr).contains("only the built-in rules"), "{}", text(&stuck.stderr));
+
+    // What cannot be read has no command to check; an outcome that cannot be recorded is
+    // no reason to stop the agent.
     let garbage = run_with_input(
         Command::new(env!("CARGO_BIN_EXE_cairn"))
             .args(["hook", "pre-tool-use"])

@@ -34,8 +34,9 @@ pub(crate) struct HookArgs {
     /// hook's `cwd`].
     #[arg(long, env = "CAIRN_REPO")]
     repo: Option<String>,
-    /// How long to wait for the daemon before letting the command through.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    /// How long to wait for the daemon; past it (or with the daemon down) the built-in
+    /// rules are checked here, without the daemon, and still block what they block.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     timeout: Duration,
     #[command(flatten)]
     client: ClientArgs,
@@ -82,38 +83,66 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
     let Some(command) = shell_command(&event) else { return Ok(ExitCode::SUCCESS) };
     let command = command.as_str();
     let repo = args.repo.clone().or_else(|| event.cwd.as_deref().and_then(git_root_name));
+    if before {
+        return Ok(pre_tool_use(&args, command, repo).await);
+    }
     let client = match args.client.connect_with(args.timeout) {
         Ok(client) => client,
         Err(error) => return Ok(allow(&format!("{error:#}"))),
     };
-    if before {
-        let verdict = client.guard(&GuardRequest { action: command.to_owned(), repo }).await;
-        let verdict = match verdict {
-            Ok(verdict) => verdict,
-            Err(error) => return Ok(allow(&error.to_string())),
-        };
-        if !verdict.allowed {
-            for blocker in &verdict.blockers {
-                eprintln!("Cairn blocked this command: {}", describe(blocker));
-            }
-            return Ok(ExitCode::from(2));
-        }
-        if !verdict.warnings.is_empty() {
-            let warnings: Vec<String> = verdict.warnings.iter().map(describe).collect();
-            let context = format!("Cairn warns about `{command}`: {}", warnings.join("; "));
-            let output = json!({
-                "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}
-            });
-            println!("{output}");
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
     let Some(exit_code) = exit_code(&event) else { return Ok(ExitCode::SUCCESS) };
     let outcome = OutcomeRequest { command: command.to_owned(), exit_code, task: None, repo };
     if let Err(error) = client.record_outcome(&outcome).await {
         eprintln!("cairn: the outcome was not recorded: {error}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Asks the guard about `command` before it runs: exit 2 (the blockers on stderr) when it is
+/// blocked; its warnings as the hook's `additionalContext`. A daemon that is down, slow or
+/// failing is no reason to let `rm -rf /` through: the built-in rules, which live in this
+/// binary too, are checked here then, and block what they block; the output says the rules
+/// learned from memories and outcomes were not consulted.
+async fn pre_tool_use(args: &HookArgs, command: &str, repo: Option<String>) -> ExitCode {
+    let request = GuardRequest { action: command.to_owned(), repo };
+    let asked = match args.client.connect_with(args.timeout) {
+        Ok(client) => client.guard(&request).await.map_err(|error| error.to_string()),
+        Err(error) => Err(format!("{error:#}")),
+    };
+    let (verdict, unconsulted) = match asked {
+        Ok(verdict) => (verdict, None),
+        Err(reason) => (cairn_memory::built_in_verdict(command), Some(reason)),
+    };
+    let note = unconsulted.map(|reason| {
+        format!(
+            "the Cairn daemon could not answer ({reason}); only the built-in rules were \
+             checked, not the rules learned from memories and outcomes"
+        )
+    });
+    if !verdict.allowed {
+        for blocker in &verdict.blockers {
+            eprintln!("Cairn blocked this command: {}", describe(blocker));
+        }
+        if let Some(note) = &note {
+            eprintln!("cairn: {note}");
+        }
+        return ExitCode::from(2);
+    }
+    if let Some(note) = &note {
+        eprintln!("cairn: {note}");
+    }
+    if !verdict.warnings.is_empty() {
+        let warnings: Vec<String> = verdict.warnings.iter().map(describe).collect();
+        let mut context = format!("Cairn warns about `{command}`: {}", warnings.join("; "));
+        if let Some(note) = &note {
+            context.push_str(&format!(" ({note})"));
+        }
+        let output = json!({
+            "hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}
+        });
+        println!("{output}");
+    }
+    ExitCode::SUCCESS
 }
 
 /// Lets the tool run, saying why Cairn could not help.

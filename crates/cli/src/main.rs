@@ -224,6 +224,12 @@ pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // `cairn conflicts list | head -1`: a closed pipe ends a client quietly, as it ends
+        // any Unix tool, instead of a panic on the next print. (Sockets are written with
+        // MSG_NOSIGNAL, so this reaches pipes only; the daemon keeps ignoring SIGPIPE.)
+        sigpipe::reset();
+    }
     // The daemon says what it does; a client command speaks only when something is wrong.
     let quiet = !matches!(
         cli.command,

@@ -331,15 +331,29 @@ pub(crate) struct GuardArgs {
     action: String,
     #[arg(long)]
     repo: Option<String>,
+    /// How long to wait for the daemon; past it (or with the daemon down) the built-in rules
+    /// are checked here, without the daemon, and still block what they block.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    timeout: std::time::Duration,
     #[command(flatten)]
     output: Output,
 }
 
 /// Exit 0 when the action is allowed (warnings on stderr), 2 when it is blocked (blockers
-/// on stderr).
+/// on stderr). A daemon that cannot answer in time leaves the built-in rules, checked here.
 pub(crate) async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     let request = GuardRequest { action: args.action, repo: args.repo };
-    let result = args.output.client.connect()?.guard(&request).await?;
+    let asked = match args.output.client.connect_with(args.timeout) {
+        Ok(client) => client.guard(&request).await.map_err(|error| error.to_string()),
+        Err(error) => Err(format!("{error:#}")),
+    };
+    let result = asked.unwrap_or_else(|reason| {
+        eprintln!(
+            "cairn: the daemon could not answer ({reason}); only the built-in rules were \
+             checked, not the rules learned from memories and outcomes"
+        );
+        cairn_memory::built_in_verdict(&request.action)
+    });
     if args.output.json {
         print_json(&result)?;
     }

@@ -55,20 +55,31 @@ use regex::Regex;
 use crate::shell::{self, Command, Inline, Language, RedirectKind, Script, Word};
 use crate::{Engine, Result, privacy, text, validate};
 
-pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<GuardResult> {
-    let action = validate::required_text("action", Some(request.action), validate::MAX_TEXT_BYTES)?;
-    let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
-    let script = shell::parse(&action);
-    let mut warnings = Vec::new();
-    let mut blockers = Vec::new();
+/// What the built-in rules alone say about `action`: no store, no memories, no outcomes. The
+/// CLI's hooks and `cairn guard` fall back on it when the daemon cannot answer in time, so
+/// a guard never fails open on what the built-in rules block.
+pub fn built_in_verdict(action: &str) -> GuardResult {
+    verdict_of(action, &shell::parse(action))
+}
 
-    for found in built_in_findings(&action, &script) {
+/// [`built_in_verdict`] of `action`, already read as `script`.
+fn verdict_of(action: &str, script: &Script) -> GuardResult {
+    let (mut warnings, mut blockers) = (Vec::new(), Vec::new());
+    for found in built_in_findings(action, script) {
         let finding = finding(found.code, found.message);
         match found.severity {
             Severity::Block => blockers.push(finding),
             Severity::Warn => warnings.push(finding),
         }
     }
+    GuardResult { allowed: blockers.is_empty(), warnings, blockers }
+}
+
+pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<GuardResult> {
+    let action = validate::required_text("action", Some(request.action), validate::MAX_TEXT_BYTES)?;
+    let repo = validate::optional_text("repo", request.repo, validate::MAX_NAME_BYTES)?;
+    let script = shell::parse(&action);
+    let GuardResult { mut warnings, blockers, .. } = verdict_of(&action, &script);
 
     let commands = command_words(&script);
     let candidates =

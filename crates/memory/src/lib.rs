@@ -36,6 +36,7 @@ use cairn_types::{
     new_id,
 };
 
+pub use crate::guard::built_in_verdict;
 pub use crate::tokens::count_tokens;
 
 /// Default and largest page sizes of memory lists.
