@@ -161,3 +161,56 @@ async fn a_daemon_down_or_silent_never_lets_a_destructive_command_through() {
     );
     assert_eq!(after.status.code(), Some(0));
 }
+
+#[tokio::test]
+async fn session_start_and_prompt_hooks_hand_the_agent_its_memory() {
+    let daemon = Daemon::start();
+    let url = daemon.base_url().to_owned();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("shop");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    let cwd = repo.to_string_lossy().into_owned();
+    daemon
+        .remember(
+            json!({"content": "Use pnpm, not npm, in this repo.", "scope": "repo", "repo": "shop"}),
+        )
+        .await;
+    daemon
+        .remember(json!({"content": "The checkout page talks to Stripe through web/src/pay.ts.", "scope": "repo", "repo": "shop"}))
+        .await;
+
+    let session = json!({"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": cwd,
+        "hook_event_name": "SessionStart", "source": "startup"});
+    let started = hook(&url, "session-start", &session);
+    assert_eq!(started.status.code(), Some(0), "{}", text(&started.stderr));
+    let output: Value = serde_json::from_slice(&started.stdout).expect("the hook's JSON output");
+    assert_eq!(output["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    let context = output["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("repository shop"), "{context}");
+    assert!(context.contains("Use pnpm, not npm"), "the standing rule: {context}");
+
+    let prompt = json!({"session_id": "s1", "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+        "prompt": "fix the Stripe checkout bug"});
+    let asked = hook(&url, "user-prompt-submit", &prompt);
+    assert_eq!(asked.status.code(), Some(0), "{}", text(&asked.stderr));
+    let output: Value = serde_json::from_slice(&asked.stdout).unwrap();
+    assert_eq!(output["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
+    let context = output["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("web/src/pay.ts"), "{context}");
+
+    // Nothing to add prints nothing; a daemon that is down is a line on stderr, exit 0.
+    let elsewhere = work.path().join("other");
+    std::fs::create_dir_all(elsewhere.join(".git")).unwrap();
+    let other = json!({"cwd": elsewhere.to_string_lossy(), "hook_event_name": "UserPromptSubmit",
+        "prompt": "zzqx wibble"});
+    let nothing = hook(&url, "user-prompt-submit", &other);
+    assert_eq!(
+        (nothing.status.code(), nothing.stdout.is_empty()),
+        (Some(0), true),
+        "{}",
+        text(&nothing.stdout)
+    );
+    let down = hook(&unused_url(), "user-prompt-submit", &prompt);
+    assert_eq!((down.status.code(), down.stdout.is_empty()), (Some(0), true));
+    assert!(text(&down.stderr).contains("no memory was added"), "{}", text(&down.stderr));
+}

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cairn_client::types::{GuardRequest, OutcomeRequest};
+use cairn_client::types::{ContextRequest, GuardRequest, OutcomeRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -26,6 +26,21 @@ pub(crate) enum HookCommand {
     PreToolUse(HookArgs),
     /// After a tool ran (PostToolUse or PostToolUseFailure): records the command's outcome.
     PostToolUse(HookArgs),
+    /// When a session starts (SessionStart): the repository's standing rules and what its
+    /// memories say, as the hook's `additionalContext`.
+    SessionStart(ContextHookArgs),
+    /// When the user submits a prompt (UserPromptSubmit): a context pack for the prompt as
+    /// the task, as the hook's `additionalContext`.
+    UserPromptSubmit(ContextHookArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ContextHookArgs {
+    /// The most tokens (o200k) the context may take.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    budget: u32,
+    #[command(flatten)]
+    hook: HookArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,6 +75,9 @@ struct HookEvent {
     is_interrupt: Option<bool>,
     #[serde(default)]
     cwd: Option<String>,
+    /// UserPromptSubmit: what the user asked.
+    #[serde(default)]
+    prompt: Option<String>,
 }
 
 /// The tools whose input is a shell command.
@@ -69,6 +87,10 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
     let (before, args) = match command {
         HookCommand::PreToolUse(args) => (true, args),
         HookCommand::PostToolUse(args) => (false, args),
+        HookCommand::SessionStart(args) => return Ok(context_hook(args, "SessionStart").await),
+        HookCommand::UserPromptSubmit(args) => {
+            return Ok(context_hook(args, "UserPromptSubmit").await);
+        }
     };
     let mut input = String::new();
     if let Err(error) = std::io::stdin().read_to_string(&mut input) {
@@ -96,6 +118,58 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
         eprintln!("cairn: the outcome was not recorded: {error}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a context pack for the session or the prompt as the hook's `additionalContext`
+/// (Claude Code's `hookSpecificOutput`), within the budget; nothing when memory has nothing
+/// to add. Never in the agent's way: a daemon that cannot answer is a line on stderr, exit 0.
+async fn context_hook(args: ContextHookArgs, event_name: &str) -> ExitCode {
+    let mut input = String::new();
+    if let Err(error) = std::io::stdin().read_to_string(&mut input) {
+        eprintln!("cairn: cannot read the hook event: {error}");
+        return ExitCode::SUCCESS;
+    }
+    let event: HookEvent = serde_json::from_str(&input).unwrap_or_default();
+    let repo = args.hook.repo.clone().or_else(|| event.cwd.as_deref().and_then(git_root_name));
+    let task = match event_name {
+        "UserPromptSubmit" => match event.prompt.as_deref().map(str::trim) {
+            Some(prompt) if !prompt.is_empty() => prompt.to_owned(),
+            _ => return ExitCode::SUCCESS,
+        },
+        _ => match &repo {
+            Some(repo) => format!(
+                "working in repository {repo}: its rules, conventions, commands and what failed before"
+            ),
+            None => "rules, conventions and preferences to follow".to_owned(),
+        },
+    };
+    let request = ContextRequest { task, repo: repo.clone(), token_budget: Some(args.budget) };
+    let pack = match args.hook.client.connect_with(args.hook.timeout) {
+        Ok(client) => client.context(&request).await.map_err(|error| error.to_string()),
+        Err(error) => Err(format!("{error:#}")),
+    };
+    let pack = match pack {
+        Ok(pack) => pack,
+        Err(reason) => {
+            eprintln!("cairn: no memory was added to the session: {reason}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    if pack.memories_used == 0 {
+        return ExitCode::SUCCESS;
+    }
+    let heading = match &repo {
+        Some(repo) => format!("What Cairn remembers for repository {repo}:"),
+        None => "What Cairn remembers:".to_owned(),
+    };
+    let output = json!({
+        "hookSpecificOutput": {
+            "hookEventName": event_name,
+            "additionalContext": format!("{heading}\n{}", pack.context),
+        }
+    });
+    println!("{output}");
+    ExitCode::SUCCESS
 }
 
 /// Asks the guard about `command` before it runs: exit 2 (the blockers on stderr) when it is
