@@ -214,3 +214,50 @@ async fn session_start_and_prompt_hooks_hand_the_agent_its_memory() {
     assert_eq!((down.status.code(), down.stdout.is_empty()), (Some(0), true));
     assert!(text(&down.stderr).contains("no memory was added"), "{}", text(&down.stderr));
 }
+
+#[tokio::test]
+async fn hook_install_merges_claude_settings_once_and_uninstall_removes_only_its_own() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(project.path().join(".git")).unwrap();
+    std::fs::create_dir_all(project.path().join(".claude")).unwrap();
+    let theirs = json!({"permissions": {"allow": ["Bash(ls:*)"]},
+        "hooks": {"PreToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "./lint.sh"}]}]}});
+    let settings_file = project.path().join(".claude/settings.json");
+    std::fs::write(&settings_file, theirs.to_string()).unwrap();
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["hook"])
+            .args(args)
+            .current_dir(project.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        text(&output.stdout)
+    };
+    let said = run(&["install", "--claude"]);
+    assert!(said.contains("hooks.PreToolUse (Bash): cairn hook pre-tool-use"), "{said}");
+    assert!(said.contains("mcpServers.cairn"), "{said}");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings_file).unwrap()).unwrap();
+    assert_eq!(settings["permissions"], theirs["permissions"], "theirs kept");
+    let pre = settings["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(pre.len(), 2, "{settings}");
+    for event in ["PostToolUse", "PostToolUseFailure", "SessionStart", "UserPromptSubmit"] {
+        assert!(settings["hooks"][event].is_array(), "{event}: {settings}");
+    }
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap())
+            .unwrap();
+    assert_eq!(mcp["mcpServers"]["cairn"], json!({"command": "cairn", "args": ["mcp"]}));
+
+    assert!(run(&["install", "--claude"]).contains("nothing to change"), "idempotent");
+    let said = run(&["uninstall", "--claude"]);
+    assert!(said.contains("removed"), "{said}");
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings_file).unwrap()).unwrap();
+    assert_eq!(settings, theirs, "exactly what install added is gone");
+    let mcp: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.path().join(".mcp.json")).unwrap())
+            .unwrap();
+    assert_eq!(mcp, json!({}));
+}

@@ -32,6 +32,10 @@ pub(crate) enum HookCommand {
     /// When the user submits a prompt (UserPromptSubmit): a context pack for the prompt as
     /// the task, as the hook's `additionalContext`.
     UserPromptSubmit(ContextHookArgs),
+    /// Writes Cairn's hooks and MCP server into an agent's settings (merged, idempotent).
+    Install(crate::install::InstallArgs),
+    /// Removes exactly what `install` writes.
+    Uninstall(crate::install::InstallArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -91,6 +95,8 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
         HookCommand::UserPromptSubmit(args) => {
             return Ok(context_hook(args, "UserPromptSubmit").await);
         }
+        HookCommand::Install(args) => return crate::install::install(&args),
+        HookCommand::Uninstall(args) => return crate::install::uninstall(&args),
     };
     let mut input = String::new();
     if let Err(error) = std::io::stdin().read_to_string(&mut input) {

@@ -6,6 +6,7 @@ mod client;
 mod connectors;
 mod conversations;
 mod hook;
+mod install;
 mod keys;
 mod memories;
 mod migrate;

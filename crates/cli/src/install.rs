@@ -1,0 +1,250 @@
+//! `cairn hook install --claude` and `cairn hook uninstall --claude`: Cairn's hooks and MCP
+//! server written into Claude Code's settings (the project's, or the user's with `--user`),
+//! merged with what is there, idempotent, saying what changed; uninstall removes exactly
+//! what install adds and nothing else.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde_json::{Map, Value, json};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct InstallArgs {
+    /// Claude Code: hooks in `.claude/settings.json`, the MCP server in `.mcp.json`.
+    #[arg(long)]
+    claude: bool,
+    /// The user's settings (`~/.claude/settings.json`, `~/.claude.json`) instead of the
+    /// project's.
+    #[arg(long)]
+    user: bool,
+    /// The project [default: the git root above the current directory, else it].
+    #[arg(long)]
+    project: Option<PathBuf>,
+}
+
+/// The hooks Cairn installs: the event, the tool matcher (none for session events), and
+/// the command.
+const HOOKS: &[(&str, Option<&str>, &str)] = &[
+    ("PreToolUse", Some("Bash"), "cairn hook pre-tool-use"),
+    ("PostToolUse", Some("Bash"), "cairn hook post-tool-use"),
+    ("PostToolUseFailure", Some("Bash"), "cairn hook post-tool-use"),
+    ("SessionStart", None, "cairn hook session-start"),
+    ("UserPromptSubmit", None, "cairn hook user-prompt-submit"),
+];
+
+/// Claude Code's limit on a hook, in seconds: above the hooks' own 2 s wait for the daemon.
+const HOOK_TIMEOUT_SECONDS: u64 = 10;
+
+fn mcp_server() -> Value {
+    json!({"command": "cairn", "args": ["mcp"]})
+}
+
+/// Where the settings go: (hooks file, MCP file).
+fn files(args: &InstallArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
+    anyhow::ensure!(args.claude, "say which agent: --claude");
+    if args.user {
+        let home = std::env::var_os("HOME").context("HOME is not set")?;
+        let home = PathBuf::from(home);
+        return Ok((home.join(".claude/settings.json"), home.join(".claude.json")));
+    }
+    let project = match &args.project {
+        Some(project) => project.clone(),
+        None => {
+            let here = std::env::current_dir()?;
+            here.ancestors().find(|dir| dir.join(".git").exists()).unwrap_or(&here).to_owned()
+        }
+    };
+    Ok((project.join(".claude/settings.json"), project.join(".mcp.json")))
+}
+
+pub(crate) fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
+    let (hooks_file, mcp_file) = files(args)?;
+    let mut changed = Vec::new();
+    let mut settings = read(&hooks_file)?;
+    for (event, matcher, command) in HOOKS {
+        if add_hook(&mut settings, event, *matcher, command) {
+            let on = matcher.map(|matcher| format!(" ({matcher})")).unwrap_or_default();
+            changed.push(format!("{}: hooks.{event}{on}: {command}", hooks_file.display()));
+        }
+    }
+    if !changed.is_empty() {
+        write(&hooks_file, &settings)?;
+    }
+    let mut mcp = read(&mcp_file)?;
+    let servers = object_at(&mut mcp, "mcpServers");
+    if !servers.contains_key("cairn") {
+        servers.insert("cairn".to_owned(), mcp_server());
+        write(&mcp_file, &mcp)?;
+        changed.push(format!("{}: mcpServers.cairn: cairn mcp", mcp_file.display()));
+    }
+    report("added", &changed);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn uninstall(args: &InstallArgs) -> anyhow::Result<ExitCode> {
+    let (hooks_file, mcp_file) = files(args)?;
+    let mut changed = Vec::new();
+    if hooks_file.exists() {
+        let mut settings = read(&hooks_file)?;
+        for (event, matcher, command) in HOOKS {
+            if remove_hook(&mut settings, event, *matcher, command) {
+                changed.push(format!("{}: hooks.{event}: {command}", hooks_file.display()));
+            }
+        }
+        if !changed.is_empty() {
+            write(&hooks_file, &settings)?;
+        }
+    }
+    if mcp_file.exists() {
+        let mut mcp = read(&mcp_file)?;
+        let servers = object_at(&mut mcp, "mcpServers");
+        // Only the entry install writes: one the user changed is theirs now.
+        if servers.get("cairn") == Some(&mcp_server()) {
+            servers.remove("cairn");
+            if servers.is_empty() {
+                mcp.as_object_mut().expect("an object").remove("mcpServers");
+            }
+            write(&mcp_file, &mcp)?;
+            changed.push(format!("{}: mcpServers.cairn", mcp_file.display()));
+        }
+    }
+    report("removed", &changed);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report(what: &str, changed: &[String]) {
+    if changed.is_empty() {
+        println!(
+            "nothing to change: Cairn's settings are {}",
+            if what == "added" { "already there" } else { "not there" }
+        );
+    }
+    for line in changed {
+        println!("{what} {line}");
+    }
+}
+
+/// The JSON object in `path`; an empty one when the file does not exist.
+fn read(path: &Path) -> anyhow::Result<Value> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(json!({})),
+        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let value: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON; it was left as it is", path.display()))?;
+    anyhow::ensure!(
+        value.is_object(),
+        "{} does not hold a JSON object; it was left as it is",
+        path.display()
+    );
+    Ok(value)
+}
+
+fn write(path: &Path, value: &Value) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let text = serde_json::to_string_pretty(value)? + "\n";
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The object under `key` of `value`, made when missing (or not an object).
+fn object_at<'a>(value: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    let object = value.as_object_mut().expect("settings are an object");
+    let entry = object.entry(key).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    entry.as_object_mut().expect("just made an object")
+}
+
+fn is_ours(hook: &Value, command: &str) -> bool {
+    hook["type"] == "command" && hook["command"] == command
+}
+
+/// Adds `command` for `event` (under a group with `matcher`) unless some group of the event
+/// runs it already; true when added.
+fn add_hook(settings: &mut Value, event: &str, matcher: Option<&str>, command: &str) -> bool {
+    let hooks = object_at(settings, "hooks");
+    let groups = hooks.entry(event).or_insert_with(|| json!([]));
+    if !groups.is_array() {
+        *groups = json!([]);
+    }
+    let groups = groups.as_array_mut().expect("an array");
+    let present = groups.iter().any(|group| {
+        group["hooks"]
+            .as_array()
+            .is_some_and(|hooks| hooks.iter().any(|hook| is_ours(hook, command)))
+    });
+    if present {
+        return false;
+    }
+    let hook = json!({"type": "command", "command": command, "timeout": HOOK_TIMEOUT_SECONDS});
+    let mut group = json!({"hooks": [hook]});
+    if let Some(matcher) = matcher {
+        group["matcher"] = json!(matcher);
+    }
+    groups.push(group);
+    true
+}
+
+/// Removes `command` from `event`'s groups, and a group or event it leaves empty; true when
+/// something was removed.
+fn remove_hook(settings: &mut Value, event: &str, matcher: Option<&str>, command: &str) -> bool {
+    let Some(hooks) = settings.get_mut("hooks").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let Some(groups) = hooks.get_mut(event).and_then(Value::as_array_mut) else { return false };
+    let mut removed = false;
+    for group in groups.iter_mut() {
+        if group.get("matcher").and_then(Value::as_str) != matcher {
+            continue;
+        }
+        if let Some(list) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+            let before = list.len();
+            list.retain(|hook| !is_ours(hook, command));
+            removed |= list.len() != before;
+        }
+    }
+    groups.retain(|group| group["hooks"].as_array().is_none_or(|hooks| !hooks.is_empty()));
+    if groups.is_empty() {
+        hooks.remove(event);
+    }
+    if hooks.is_empty() {
+        settings.as_object_mut().expect("an object").remove("hooks");
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_merges_once_and_uninstall_takes_back_exactly_that() {
+        let mine = json!({
+            "model": "opus",
+            "hooks": {"PreToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "./lint.sh"}]}]}
+        });
+        let mut settings = mine.clone();
+        for (event, matcher, command) in HOOKS {
+            add_hook(&mut settings, event, *matcher, command);
+        }
+        let once = settings.clone();
+        for (event, matcher, command) in HOOKS {
+            assert!(!add_hook(&mut settings, event, *matcher, command), "idempotent");
+        }
+        assert_eq!(settings, once);
+        assert_eq!(settings["hooks"]["PreToolUse"].as_array().unwrap().len(), 2, "theirs kept");
+        assert_eq!(
+            settings["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+            "cairn hook session-start"
+        );
+        for (event, matcher, command) in HOOKS {
+            remove_hook(&mut settings, event, *matcher, command);
+        }
+        assert_eq!(settings, mine, "exactly what was added is gone");
+    }
+}
