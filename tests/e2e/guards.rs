@@ -150,3 +150,29 @@ async fn patch_evidence_names_the_memories_served_for_the_task() {
         .await
         .assert_error(422, "VALIDATION_ERROR");
 }
+
+#[tokio::test]
+async fn a_rule_naming_several_tools_warns_for_each_and_duplicates_warn_once() {
+    let daemon = Daemon::start();
+    for _ in 0..2 {
+        daemon
+            .remember(serde_json::json!({"content": "Use pnpm, never npm or yarn.", "scope": "repo", "repo": "shop"}))
+            .await;
+    }
+    for action in ["yarn add lodash", "npm install"] {
+        let verdict =
+            daemon.post("/api/guard", serde_json::json!({"action": action, "repo": "shop"})).await;
+        assert_eq!(verdict.status, 200, "{verdict:?}");
+        let rules: Vec<&serde_json::Value> = verdict.body["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|warning| warning["code"] == "MEMORY_RULE")
+            .collect();
+        assert_eq!(rules.len(), 1, "{action}: {verdict:?}");
+    }
+    let fine = daemon
+        .post("/api/guard", serde_json::json!({"action": "pnpm add lodash", "repo": "shop"}))
+        .await;
+    assert_eq!(fine.body["warnings"], serde_json::json!([]), "{fine:?}");
+}

@@ -84,6 +84,8 @@ pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<Guar
     let commands = command_words(&script);
     let candidates =
         engine.store.search_memories(&text::terms(&action), &MemoryFilter::default(), 50).await?;
+    // Memories that say the same (stored twice, by two agents) warn once.
+    let mut said = HashSet::new();
     for candidate in candidates {
         let memory = candidate.memory;
         // The one repository rule; and what a conversation's visitor said is no one's rule.
@@ -94,6 +96,9 @@ pub(crate) async fn check(engine: &Engine, request: GuardRequest) -> Result<Guar
             continue;
         }
         if let Some(rule) = learned_rule(&memory.content, &commands) {
+            if !said.insert(text::words(&memory.content).collect::<Vec<_>>()) {
+                continue;
+            }
             warnings.push(GuardFinding {
                 memory_id: Some(memory.id.clone()),
                 ..finding(
@@ -1429,6 +1434,20 @@ fn learned_rule(memory: &str, commands: &[CommandWords]) -> Option<String> {
             }
             continue;
         }
+        // "never npm or yarn", "not npm, yarn or bun": each tool named is a rule of its own.
+        let tools = alternatives(clause);
+        if tools.len() >= 2 {
+            let runs = |tool: &str| {
+                commands.iter().any(|command| {
+                    !command.prints_text
+                        && command.argv.first().is_some_and(|program| program == tool)
+                })
+            };
+            if let Some(tool) = tools.iter().find(|tool| runs(tool)) {
+                return Some((*tool).to_owned());
+            }
+            continue;
+        }
         let words: Vec<String> = text::words(clause)
             .take_while(|word| word != "use" && word != "instead")
             .filter(|word| {
@@ -1461,6 +1480,48 @@ fn learned_rule(memory: &str, commands: &[CommandWords]) -> Option<String> {
     }
     None
 }
+
+/// The programs a prohibition names as alternatives (`npm or yarn`, `npm, yarn or bun`,
+/// `neither npm nor yarn`), up to a `use`/`instead`; empty when the clause is not a list of
+/// single program names.
+fn alternatives(clause: &str) -> Vec<&str> {
+    let clause = clause.trim().trim_end_matches(['.', '!', ';']);
+    // "don't use npm, …": the verb is not one of the tools.
+    let clause = ["use ", "run ", "call "]
+        .iter()
+        .find_map(|verb| clause.strip_prefix(verb))
+        .unwrap_or(clause);
+    let lower = clause.to_ascii_lowercase();
+    let end = [" use ", " instead", " but "]
+        .iter()
+        .filter_map(|stop| lower.find(stop))
+        .min()
+        .unwrap_or(clause.len());
+    let mut parts = Vec::new();
+    for part in clause[..end]
+        .split(',')
+        .flat_map(|part| part.split(" or "))
+        .flat_map(|part| part.split(" nor "))
+    {
+        let part = part.trim().trim_start_matches("or ").trim_start_matches("neither ");
+        let mut words = part.split_whitespace();
+        let Some(tool) = words.next() else { return Vec::new() };
+        let tool = tool.trim_matches(|c: char| c == '`' || c == '"' || c == '\'');
+        let filler = |word: &str| FILLER_WORDS.contains(&word.to_ascii_lowercase().as_str());
+        if tool.is_empty()
+            || !tool.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || !words.all(filler)
+        {
+            return Vec::new();
+        }
+        parts.push(tool);
+    }
+    parts
+}
+
+/// Words that may follow the last tool of a list (`… or bun here`).
+const FILLER_WORDS: &[&str] =
+    &["here", "in", "this", "the", "repo", "repository", "project", "anymore", "again", "ever"];
 
 /// The sentences of a memory: split at `;`, `!`, line ends, and at `.` before a space or the
 /// end, never inside backticks (so `` `config/prod.yaml` `` stays whole).
@@ -2003,6 +2064,19 @@ mod tests {
         assert!(learned(publish, "sudo npm publish").is_some());
         assert!(learned(publish, "bash -c 'npm publish --access public'").is_some());
         assert_eq!(learned(publish, "echo \"npm publish\""), None, "echo only prints it");
+        let tools = "Use pnpm, never npm or yarn.";
+        for (action, warned) in [
+            ("yarn add lodash", true),
+            ("npm install", true),
+            ("sudo yarn install", true),
+            ("pnpm install", false),
+            ("echo yarn", false),
+        ] {
+            assert_eq!(learned(tools, action).is_some(), warned, "{action}");
+        }
+        assert!(learned("Don't use npm, yarn or bun here.", "bun install").is_some());
+        assert_eq!(alternatives(" npm or yarn"), ["npm", "yarn"]);
+        assert!(alternatives(" force-push to main").is_empty());
         let quoted = "Use `pnpm`, not `npm`.";
         assert!(learned(quoted, "npm ci").is_some());
         assert_eq!(learned(quoted, "pnpm install"), None, "`npm` is not a substring match");
