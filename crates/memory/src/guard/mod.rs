@@ -39,6 +39,15 @@
 //! - `shutdown`, `reboot`, `halt`, `poweroff`, `init 0`: warn, `SHUTDOWN`.
 //! - Nesting past the parser's depth: warn, `NESTING_TOO_DEEP` (the rest is still checked
 //!   word by word).
+//! - The tools that delete at scale, by family (`families.rs`): cloud and cluster deletes
+//!   (`CLOUD_DELETE`, `CLUSTER_DELETE`), database resets through ORMs and frameworks
+//!   (`DATABASE_RESET`), container volumes and host mounts (`VOLUME_DELETE`, `HOST_MOUNT`),
+//!   discarding uncommitted work (`DISCARD_CHANGES`), process and scheduler wipes
+//!   (`PROCESS_WIPE`, `SCHEDULE_WIPE`), PowerShell's and `cmd`'s deletes of a drive, a system
+//!   directory or a home, and decoded payloads run as code (`DECODED_PAYLOAD`). The action is
+//!   read again as a shell would run it (`$IFS` between words, `$(echo rm)`) and as
+//!   PowerShell would (backslashes in `C:\\Users`). `tests/data/guard-verdicts.tsv` is the
+//!   coverage as data.
 //!
 //! Learned rules compare what a memory prohibits with each command the action runs, not with
 //! the text it passes around (`echo`, `grep` patterns, commit messages). A rule naming a
@@ -53,6 +62,8 @@ use cairn_types::{GuardFinding, GuardRequest, GuardResult, Status};
 use regex::Regex;
 
 use crate::shell::{self, Command, Inline, Language, RedirectKind, Script, Word};
+
+mod families;
 use crate::{Engine, Result, privacy, text, validate};
 
 /// What the built-in rules alone say about `action`: no store, no memories, no outcomes. The
@@ -191,6 +202,16 @@ fn built_in_findings(action: &str, script: &Script) -> Vec<Found> {
         check_sql(action, &mut findings);
     }
     check_script(script, 0, &mut findings);
+    families::check_decoded(script, &mut findings);
+    // `rm${IFS}-rf${IFS}/`, `$(echo rm) -rf /`: the words a shell would run, read again.
+    // Read again as a shell would run it (`$IFS`, printed words) and as PowerShell or `cmd`
+    // would (backslashes in Windows paths), when the first reading found nothing to block.
+    for again in [families::unmasked(action), families::windows_view(action)].into_iter().flatten()
+    {
+        if !findings.found.iter().any(|found| found.severity == Severity::Block) {
+            check_script(&shell::parse(&again), 0, &mut findings);
+        }
+    }
     if script.unbalanced {
         // A quote or bracket left open may hide how the text was meant to split: look at its
         // words again without quoting.
@@ -267,6 +288,7 @@ fn check_command(command: &Command, script: &Script, depth: usize, findings: &mu
         }
         _ => {}
     }
+    families::check(command, findings);
     for redirect in &command.redirects {
         if redirect.kind == RedirectKind::Write && is_disk(&redirect.target.text) {
             findings.block(
