@@ -12,6 +12,7 @@
 //! on the largest corpus (`postgres.rs`). The report says, for every figure, whether
 //! it is within budget; the exit status is 0 either way, since this is a report, not a test.
 
+mod agents;
 mod corpus;
 mod daemon;
 mod dream;
@@ -97,6 +98,10 @@ mod budget {
     /// Voice: `input_audio_buffer.commit` → first `response.audio.delta` for a two-second
     /// utterance (issue 13), p50 and p99.
     pub const VOICE_FIRST_AUDIO: Duration = Duration::from_millis(800);
+    /// The guard's built-in rules for one command, in process, p99 (issue 29).
+    pub const GUARD_P99: Duration = Duration::from_millis(1);
+    /// A hook's round trip, less `cairn --version`'s start-up, p50 (issue 29).
+    pub const HOOK_OVER_START_P50: Duration = Duration::from_millis(5);
 }
 
 const WARM_UP_CALLS: usize = 50;
@@ -498,6 +503,23 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         ));
     }
 
+    let guard = agents::guard_latencies(20);
+    report.check(
+        "guard, built-in rules, one command p99 (the 472 of its table)".to_owned(),
+        duration(guard.p99()),
+        format!("≤ {}", duration(budget::GUARD_P99)),
+        guard.p99() <= budget::GUARD_P99,
+    );
+    report.info(
+        "  guard p50 / max".to_owned(),
+        format!("{} / {}", duration(guard.p50()), duration(guard.max())),
+    );
+    if options.daemon
+        && let Err(error) = hook_figures(&mut report).await
+    {
+        report.note(format!("the hook's round trip was not measured: {error:#}"));
+    }
+
     let largest = *options.sizes.last().expect("at least one size");
     let mut sse = None;
     for &size in &options.sizes {
@@ -669,6 +691,36 @@ async fn postgres_figures(options: &Options, report: &mut Report, corpus: &Corpu
     if let Err(error) = figures.await {
         report.stopped_short("PostgreSQL", &error);
     }
+}
+
+/// A hook's round trip against an idle daemon, beside `cairn --version`'s start-up.
+async fn hook_figures(report: &mut Report) -> anyhow::Result<()> {
+    let (binary, _) = daemon::binary(false)?;
+    let dir = tempfile::Builder::new().prefix("cairn-bench-hook-").tempdir()?;
+    let log = dir.path().join("daemon.log");
+    let mut daemon = daemon::Daemon::start(&binary, dir.path(), &log).await?;
+    let url = format!("http://{}", daemon.address);
+    let measured =
+        tokio::task::spawn_blocking(move || agents::hook_latencies(&binary, &url, 100)).await?;
+    daemon.stop()?;
+    let (hooks, versions) = measured?;
+    let over = hooks.p50().saturating_sub(versions.p50());
+    report.check(
+        "hook round trip p50, less `cairn --version`'s start-up".to_owned(),
+        duration(over),
+        format!("≤ {}", duration(budget::HOOK_OVER_START_P50)),
+        over <= budget::HOOK_OVER_START_P50,
+    );
+    report.info(
+        "  hook pre-tool-use p50 / p99; cairn --version p50".to_owned(),
+        format!(
+            "{} / {}; {}",
+            duration(hooks.p50()),
+            duration(hooks.p99()),
+            duration(versions.p50())
+        ),
+    );
+    Ok(())
 }
 
 /// Voice over the daemon's WebSocket: from the end of a spoken turn to the reply's first
