@@ -177,3 +177,23 @@ async fn a_closed_pipe_ends_a_listing_quietly() {
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
     assert_ne!(output.status.code(), Some(101), "{stderr}");
 }
+
+#[tokio::test]
+async fn an_import_over_the_write_rate_waits_its_turn_and_finishes() {
+    let daemon = Daemon::start_with(&["--rate-limit-write", "30"], &[]);
+    let lines: String = (0..320)
+        .map(|n| format!("{{\"content\": \"imported note {n}\", \"scope\": \"user\"}}\n"))
+        .collect();
+    // 32 batches of 10: the first 30 spend the minute's budget, the last two wait for it.
+    let output = crate::util::run_with_input(
+        std::process::Command::new(crate::util::cairn_bin())
+            .args(["memories", "import", "-", "--batch-size", "10"])
+            .env("CAIRN_URL", daemon.base_url()),
+        &lines,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("the write rate is spent, waiting"), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("imported 320 memories"));
+    assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 320);
+}

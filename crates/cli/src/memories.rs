@@ -665,7 +665,23 @@ async fn send_batch(
     imported: usize,
 ) -> anyhow::Result<usize> {
     let request = cairn_client::types::NewMemoryBatch { memories: std::mem::take(batch) };
-    match client.create_memories(&request).await {
+    let mut sent = client.create_memories(&request).await;
+    // Over the write rate: wait as long as the daemon says and send the batch again, rather
+    // than stop half way (the rest of the import waits its turn, the agent's writes too).
+    while let Err(error) = &sent
+        && let Some(api) = error.api().filter(|api| api.code == "RATE_LIMITED")
+        // A batch larger than the whole limit never fits: its error says so, and stops.
+        && !api.message.contains("send smaller batches")
+    {
+        let wait = api.retry_after.unwrap_or(std::time::Duration::from_secs(1));
+        eprintln!(
+            "{imported} memories imported; the write rate is spent, waiting {} s",
+            wait.as_secs().max(1)
+        );
+        tokio::time::sleep(wait).await;
+        sent = client.create_memories(&request).await;
+    }
+    match sent {
         Ok(created) => {
             lines.clear();
             Ok(created.memories.len())

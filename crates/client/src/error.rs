@@ -17,6 +17,8 @@ pub struct ServiceApiError {
     pub message: String,
     /// The whole parsed body (`null` when it was not JSON).
     pub body: Value,
+    /// How long the service asked to wait before a retry (`Retry-After`, on 429 and 503).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 /// Why a call failed.
@@ -76,6 +78,7 @@ impl ServiceApiError {
                 if text.trim().is_empty() { format!("HTTP {status}") } else { text.into_owned() }
             }),
             body,
+            retry_after: None,
         }
     }
 

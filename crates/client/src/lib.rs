@@ -259,6 +259,11 @@ impl Client {
         let exchange = async {
             let response = self.send(&url, request).await?;
             let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok()?.trim().parse::<u64>().ok())
+                .map(std::time::Duration::from_secs);
             let bytes = response
                 .into_body()
                 .collect()
@@ -266,7 +271,8 @@ impl Client {
                 .map_err(|error| transport(&url, error))?
                 .to_bytes();
             if !status.is_success() {
-                return Err(Error::Api(ServiceApiError::from_body(status.as_u16(), &bytes)));
+                let error = ServiceApiError::from_body(status.as_u16(), &bytes);
+                return Err(Error::Api(ServiceApiError { retry_after, ..error }));
             }
             Ok(bytes)
         };
