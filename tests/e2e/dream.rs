@@ -187,3 +187,26 @@ async fn the_daemon_dreams_on_a_schedule() {
     let audit = daemon.get(&format!("/api/governance/audit?memoryId={memory_id}")).await;
     assert_eq!(audit.body["entries"][0]["actor"], "system:dream");
 }
+
+#[tokio::test]
+async fn approving_one_side_of_a_conflict_leaves_the_other_stale() {
+    let daemon = Daemon::start();
+    let pnpm =
+        daemon.remember(json!({"content": "Use pnpm.", "scope": "repo", "repo": "app"})).await;
+    let npm = daemon.remember(json!({"content": "Use npm.", "scope": "repo", "repo": "app"})).await;
+    // A dry run names what it would record, and records nothing.
+    let dry = dream(&daemon, json!({"dryRun": true})).await;
+    assert_eq!(dry["conflicts"].as_array().unwrap().len(), 1, "{dry}");
+    assert!(daemon.get("/api/conflicts").await.body["conflicts"].as_array().unwrap().is_empty());
+    let cli = daemon.run_client(&["dream", "--dry-run"]);
+    let said = String::from_utf8_lossy(&cli.stdout);
+    assert!(said.contains("a dry run records nothing"), "{said}");
+    assert!(!said.contains("cfl_"), "no id a later call cannot find: {said}");
+
+    dream(&daemon, json!({})).await;
+    let approved = daemon.post(&format!("/api/governance/review/{pnpm}/approve"), json!({})).await;
+    assert_eq!(approved.status, 200, "{approved:?}");
+    let other = daemon.get(&format!("/api/memories/{npm}")).await;
+    assert_eq!(other.body["status"], "stale", "{other:?}");
+    assert!(other.body["archivedAt"].is_string(), "{other:?}");
+}

@@ -615,7 +615,14 @@ pub(crate) async fn dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
             report.conflicts.len()
         );
         for conflict in &report.conflicts {
-            println!("  {} {}", conflict.id, conflict.subject);
+            // A dry run stores nothing: its conflicts have no ids `conflicts resolve` knows.
+            match report.dry_run {
+                true => println!("  {}", conflict.subject),
+                false => println!("  {} {}", conflict.id, conflict.subject),
+            }
+        }
+        if report.dry_run && !report.conflicts.is_empty() {
+            println!("(a dry run records nothing: run `cairn dream` to record the conflicts)");
         }
     }
     Ok(ExitCode::SUCCESS)

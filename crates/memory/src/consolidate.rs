@@ -555,8 +555,14 @@ fn activate() -> MemoryChange {
     }
 }
 
+/// A memory a settlement decided against: archived, and `stale` (as a rejection leaves it),
+/// so it does not come back as a memory in review should it be restored.
 fn archive(now: Timestamp) -> MemoryChange {
-    MemoryChange { archived_at: Some(Some(now)), ..MemoryChange::default() }
+    MemoryChange {
+        status: Some(Status::Stale),
+        archived_at: Some(Some(now)),
+        ..MemoryChange::default()
+    }
 }
 
 fn candidate(memory: &Memory) -> Candidate<'_> {

@@ -36,7 +36,8 @@ pub struct DreamReport {
     pub merged: Vec<MergeGroup>,
     /// Memories marked `stale`.
     pub staled: Vec<String>,
-    /// Conflicts found in this run; both memories of each move to `review`.
+    /// Conflicts found in this run; both memories of each move to `review`. In a dry run
+    /// nothing is recorded: a conflict not recorded before has an id no other call knows.
     pub conflicts: Vec<Conflict>,
 }
 
