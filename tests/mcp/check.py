@@ -97,6 +97,28 @@ async def exercise(client, label):
     health = await client.call_tool("health", {})
     assert not health.is_error and health.structured_content["memoryCount"] >= 1
 
+    # What the model reads: descriptions of every parameter, schemas as the API checks them,
+    # unknown arguments refused, and results that carry the content, not only counts.
+    for name, tool in tools.items():
+        for parameter, schema in tool.input_schema.get("properties", {}).items():
+            assert schema.get("description"), f"{name}.{parameter} has no description"
+    budget = tools["context_pack"].input_schema["properties"]["tokenBudget"]
+    assert budget.get("minimum") == 1, budget
+    unknown = await client.call_tool("guard_check", {"action": "ls", "colour": "blue"})
+    assert unknown.is_error, text_of(unknown)
+    task = f"switch the shop to pnpm ({label})"
+    await client.call_tool("outcome_record", {"command": "pnpm install", "exitCode": 0, "task": task})
+    await client.call_tool("patch_evidence", {"task": task, "files": ["package.json"], "commands": ["pnpm install"]})
+    evidence = await client.call_tool("evidence_pack", {"task": task})
+    assert not evidence.is_error, text_of(evidence)
+    assert "package.json" in text_of(evidence) and "pnpm install" in text_of(evidence), text_of(evidence)
+    await client.call_tool("memory_store", {"content": f"Use npm in the shop repo ({label}).", "repo": "shop"})
+    await client.call_tool("dream_cycle", {})
+    conflicts = await client.call_tool("conflicts_list", {})
+    assert not conflicts.is_error, text_of(conflicts)
+    if "No conflicts." not in text_of(conflicts):
+        assert "Use npm" in text_of(conflicts) and "Use pnpm" in text_of(conflicts), text_of(conflicts)
+
 
 async def main(cairn):
     daemon = Daemon(cairn)

@@ -101,6 +101,7 @@ struct StoreArgs {
     scope: Option<Scope>,
     /// The repository it belongs to, e.g. `shop`.
     repo: Option<String>,
+    /// Labels to find it by (at most 32).
     tags: Option<Vec<String>>,
     /// Where it came from (a file, a URL, a tool).
     source: Option<String>,
@@ -120,7 +121,9 @@ struct UpdateArgs {
     id: String,
     /// The new text.
     content: Option<String>,
+    /// The new scope: `repo`, `user`, `global` or `task`.
     scope: Option<Scope>,
+    /// The new status: `active`, `stale` or `review`.
     status: Option<Status>,
     /// Replaces the tags.
     tags: Option<Vec<String>>,
@@ -129,11 +132,15 @@ struct UpdateArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ListArgs {
+    /// Only memories of this scope: `repo`, `user`, `global` or `task`.
     scope: Option<Scope>,
+    /// Only memories of this status: `active`, `stale` or `review`.
     status: Option<Status>,
+    /// Only this repository's memories, e.g. `shop`.
     repo: Option<String>,
     /// Page size (default 50, at most 500).
     limit: Option<u32>,
+    /// How many to skip, for the next page.
     offset: Option<u64>,
     /// Include archived memories.
     include_archived: Option<bool>,
@@ -144,7 +151,10 @@ struct ListArgs {
 struct SearchArgs {
     /// The words to look for.
     query: String,
+    /// The repository the search is for: its memories rank higher, other repositories'
+    /// are left out.
     repo: Option<String>,
+    /// Only memories of this scope: `repo`, `user`, `global` or `task`.
     scope: Option<Scope>,
     /// How many hits (default 20, at most 100).
     limit: Option<u32>,
@@ -157,7 +167,8 @@ struct ContextArgs {
     task: String,
     /// The repository the task is in.
     repo: Option<String>,
-    /// The most tokens the context may take (default 2000).
+    /// The most tokens the context may take (default 2000, from 1 to 1,000,000).
+    #[schemars(range(min = 1, max = 1_000_000))]
     token_budget: Option<u32>,
 }
 
@@ -168,7 +179,10 @@ struct CodingContextArgs {
     task: String,
     /// The files the change touches, relative to the repository root.
     files: Vec<String>,
+    /// The repository the task is in.
     repo: Option<String>,
+    /// The most tokens the context may take (default 2000, from 1 to 1,000,000).
+    #[schemars(range(min = 1, max = 1_000_000))]
     token_budget: Option<u32>,
 }
 
@@ -177,6 +191,7 @@ struct CodingContextArgs {
 struct GuardArgs {
     /// The action about to run: a shell command, an SQL statement, …
     action: String,
+    /// The repository it runs in: its rules and its earlier failures apply.
     repo: Option<String>,
 }
 
@@ -189,6 +204,7 @@ struct OutcomeArgs {
     exit_code: i32,
     /// The task it served.
     task: Option<String>,
+    /// The repository it ran in.
     repo: Option<String>,
 }
 
@@ -266,6 +282,22 @@ struct ResolveArgs {
 struct DreamArgs {
     /// Report what would change, and change nothing.
     dry_run: Option<bool>,
+}
+
+/// What a tool answers at most, in bytes: a model's context is not the place for more.
+const MOST_TEXT: usize = 16 * 1024;
+
+/// `text` within [`MOST_TEXT`], cut at a line, saying how much was left out.
+fn bounded(text: String) -> String {
+    if text.len() <= MOST_TEXT {
+        return text;
+    }
+    let mut cut = MOST_TEXT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let cut = text[..cut].rfind('\n').unwrap_or(cut);
+    format!("{}\n… ({} more bytes left out)", &text[..cut], text.len() - cut)
 }
 
 #[tool_router]
@@ -572,15 +604,8 @@ impl CairnTools {
             .client(&context)
             .evidence_pack(&EvidencePackRequest { task: args.task, format: None })
             .await;
-        answer(pack, |pack| {
-            format!(
-                "{} evidence records, {} memories and {} outcomes for `{}`.",
-                pack.evidence.len(),
-                pack.memories.len(),
-                pack.outcomes.len(),
-                pack.task
-            )
-        })
+        // The model reads the records themselves, not their count.
+        answer(pack, |pack| bounded(pack.to_markdown()))
     }
 
     /// Memories awaiting a decision (status `review`), e.g. both sides of a conflict.
@@ -634,16 +659,31 @@ impl CairnTools {
             if list.conflicts.is_empty() {
                 return "No conflicts.".to_owned();
             }
-            let lines = list.conflicts.iter().map(|conflict| {
-                format!(
-                    "- {} ({}) {}: {}",
+            // Each side with what its memories say: what the model needs to settle it.
+            let mut text = String::new();
+            for conflict in &list.conflicts {
+                let repo =
+                    conflict.repo.as_deref().map(|repo| format!(" in {repo}")).unwrap_or_default();
+                text.push_str(&format!(
+                    "- {} ({}) {}{repo}: {}\n",
                     conflict.id,
                     conflict.status.as_str(),
                     conflict.subject,
-                    conflict.memory_ids.join(" vs ")
-                )
-            });
-            lines.collect::<Vec<_>>().join("\n")
+                    conflict.reason
+                ));
+                for side in &conflict.sides {
+                    text.push_str(&format!("  - {}:\n", side.label));
+                    for id in &side.memory_ids {
+                        let content = conflict
+                            .memories
+                            .iter()
+                            .find(|memory| memory.id == *id)
+                            .map_or("(no longer stored)", |memory| memory.content.as_str());
+                        text.push_str(&format!("    - {id}: {content}\n"));
+                    }
+                }
+            }
+            bounded(text)
         })
     }
 
