@@ -261,3 +261,61 @@ async fn hook_install_merges_claude_settings_once_and_uninstall_removes_only_its
             .unwrap();
     assert_eq!(mcp, json!({}));
 }
+
+#[tokio::test]
+async fn one_repository_name_for_hooks_connectors_and_status() {
+    let work = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(&["--connector-root", &work.path().to_string_lossy()], &[]);
+    let url = daemon.base_url().to_owned();
+    // A checkout whose folder is not its name: its origin says `shop`.
+    let root = work.path().join("Shop-Checkout");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::write(
+        root.join(".git/config"),
+        "[remote \"origin\"]\n\turl = git@github.com:acme/Shop.git\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::write(
+        root.join("docs/CLAUDE.md"),
+        "# Rules\n\nNever run `make deploy` from a laptop.\n",
+    )
+    .unwrap();
+
+    // The project's docs, imported by their folder, land in the project's repository.
+    let added = daemon
+        .post(
+            "/api/connectors",
+            json!({"kind": "folder", "path": root.join("docs").to_string_lossy()}),
+        )
+        .await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let connector = added.body;
+    assert_eq!(connector["repo"], "shop", "{connector}");
+    let id = connector["id"].as_str().unwrap();
+    let synced = daemon.post(&format!("/api/connectors/{id}/sync"), json!({})).await;
+    assert_eq!(synced.status, 200, "{synced:?}");
+
+    // The hook, from anywhere in the checkout, names the same repository, and the rule warns.
+    let cwd = root.join("docs").to_string_lossy().into_owned();
+    let warned = hook(&url, "pre-tool-use", &pre_tool_use("make deploy", &cwd));
+    assert_eq!(warned.status.code(), Some(0), "{}", text(&warned.stderr));
+    assert!(
+        text(&warned.stdout).contains("make deploy"),
+        "the rule warned: {}",
+        text(&warned.stdout)
+    );
+
+    let status = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .arg("status")
+        .current_dir(&root)
+        .env("CAIRN_URL", &url)
+        .env_remove("CAIRN_REPO")
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    let said = text(&status.stdout);
+    assert!(said.contains("repository  shop (the git repository at"), "{said}");
+    assert!(said.contains("named by its origin remote"), "{said}");
+    assert!(said.contains("retrieval:"), "{said}");
+}

@@ -110,7 +110,7 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
     };
     let Some(command) = shell_command(&event) else { return Ok(ExitCode::SUCCESS) };
     let command = command.as_str();
-    let repo = args.repo.clone().or_else(|| event.cwd.as_deref().and_then(git_root_name));
+    let repo = args.repo.clone().or_else(|| event.cwd.as_deref().and_then(repo_here));
     if before {
         return Ok(pre_tool_use(&args, command, repo).await);
     }
@@ -136,7 +136,7 @@ async fn context_hook(args: ContextHookArgs, event_name: &str) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let event: HookEvent = serde_json::from_str(&input).unwrap_or_default();
-    let repo = args.hook.repo.clone().or_else(|| event.cwd.as_deref().and_then(git_root_name));
+    let repo = args.hook.repo.clone().or_else(|| event.cwd.as_deref().and_then(repo_here));
     let task = match event_name {
         "UserPromptSubmit" => match event.prompt.as_deref().map(str::trim) {
             Some(prompt) if !prompt.is_empty() => prompt.to_owned(),
@@ -276,15 +276,9 @@ fn exit_code(event: &HookEvent) -> Option<i32> {
 }
 
 /// The name of the git repository `cwd` is in: its root directory's name.
-fn git_root_name(cwd: &str) -> Option<String> {
-    let mut directory = Some(Path::new(cwd));
-    while let Some(current) = directory {
-        if current.join(".git").exists() {
-            return current.file_name().map(|name| name.to_string_lossy().into_owned());
-        }
-        directory = current.parent();
-    }
-    None
+/// The repository `cwd` is in, by the one rule (`cairn_memory::repo_identity`).
+fn repo_here(cwd: &str) -> Option<String> {
+    cairn_memory::repo_identity(Path::new(cwd)).map(|(name, _, _)| name)
 }
 
 #[cfg(test)]

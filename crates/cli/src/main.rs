@@ -12,6 +12,7 @@ mod memories;
 mod migrate;
 mod model;
 mod serve;
+mod status;
 mod voice;
 
 use std::process::ExitCode;
@@ -76,6 +77,9 @@ enum Command {
     /// Agent hooks (Claude Code's format): guards before shell commands, outcomes after.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// The daemon this client reaches and its state, the credentials it sends, and the
+    /// repository as seen from this folder.
+    Status(status::StatusArgs),
     /// A Model Context Protocol server on stdio, with Cairn's memory tools.
     Mcp(McpArgs),
 }
@@ -269,6 +273,7 @@ fn main() -> ExitCode {
             Command::Conversations(command) => conversations::conversations(command).await,
             Command::Chat(args) => conversations::chat(args).await,
             Command::Hook(command) => hook::run(command).await,
+            Command::Status(args) => status::status(args).await,
             Command::Mcp(args) => {
                 let client = args.client.connect_with(std::time::Duration::from_secs(600))?;
                 cairn_mcp::serve_stdio(client).await.map_err(|error| anyhow::anyhow!(error))?;

@@ -86,7 +86,11 @@ impl Engine {
         let name = validate::optional_text("name", input.name, validate::MAX_NAME_BYTES)?
             .or_else(|| last_component.clone())
             .unwrap_or_else(|| path.display().to_string());
+        // The repository the folder is in, named as hooks and the CLI name it (its origin,
+        // else its root folder), so a project's docs land in the project's repository; a
+        // folder in no repository is named after itself.
         let repo = validate::optional_text("repo", input.repo, validate::MAX_NAME_BYTES)?
+            .or_else(|| crate::repo_identity(&path).map(|(name, _, _)| name))
             .or(last_component);
         let connector = Connector {
             id: new_id(IdPrefix::Connector),

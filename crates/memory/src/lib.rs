@@ -15,6 +15,7 @@ mod neighbours;
 pub mod privacy;
 mod rank;
 mod recall;
+mod repo;
 mod semantic;
 mod shell;
 mod sources;
@@ -37,6 +38,7 @@ use cairn_types::{
 };
 
 pub use crate::guard::built_in_verdict;
+pub use crate::repo::{RepoSource, repo_identity};
 pub use crate::tokens::count_tokens;
 
 /// Default and largest page sizes of memory lists.
@@ -712,7 +714,8 @@ fn round(score: f64) -> f64 {
 /// belongs to none, never another repository's; a request that names none sees all.
 pub(crate) fn repo_admits(repo: Option<&str>, own: Option<&str>) -> bool {
     match (repo, own) {
-        (Some(wanted), Some(own)) => wanted == own,
+        // Names are compared case-insensitively: `Shop` and `shop` are one repository.
+        (Some(wanted), Some(own)) => wanted.eq_ignore_ascii_case(own),
         _ => true,
     }
 }
