@@ -197,3 +197,52 @@ async fn an_import_over_the_write_rate_waits_its_turn_and_finishes() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("imported 320 memories"));
     assert_eq!(daemon.get("/api/health").await.body["memoryCount"], 320);
 }
+
+#[tokio::test]
+async fn an_export_imports_into_another_daemon_unchanged() {
+    let (a, b) = (Daemon::start(), Daemon::start());
+    let kept = a
+        .remember(
+            serde_json::json!({"content": "Use pnpm, not npm.", "scope": "repo", "repo": "shop",
+            "tags": ["tooling"], "source": "CLAUDE.md", "metadata": {"line": 3}}),
+        )
+        .await;
+    let stale = a
+        .remember(serde_json::json!({"content": "Deploys go through Jenkins.", "scope": "global"}))
+        .await;
+    assert_eq!(
+        a.patch(&format!("/api/memories/{stale}"), serde_json::json!({"status": "stale"}))
+            .await
+            .status,
+        200
+    );
+    let archived = a
+        .remember(
+            serde_json::json!({"content": "The old API lived on port 9000.", "scope": "user"}),
+        )
+        .await;
+    assert_eq!(a.delete(&format!("/api/memories/{archived}")).await.status, 200);
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_string_lossy().into_owned();
+    let exported = a.run_client(&["memories", "export", &path, "--include-archived"]);
+    assert!(exported.status.success(), "{}", String::from_utf8_lossy(&exported.stderr));
+    assert_eq!(std::fs::read_to_string(file.path()).unwrap().lines().count(), 3);
+
+    let imported = b.run_client(&["memories", "import", &path]);
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+    assert!(String::from_utf8_lossy(&imported.stdout).contains("imported 3 memories"));
+    for id in [&kept, &stale, &archived] {
+        let (before, after) = (
+            a.get(&format!("/api/memories/{id}")).await,
+            b.get(&format!("/api/memories/{id}")).await,
+        );
+        assert_eq!(after.status, 200, "{after:?}");
+        assert_eq!(before.body, after.body, "{id} came back unchanged");
+    }
+    let found = b.get("/api/search?q=pnpm").await;
+    assert_eq!(found.body["hits"][0]["memory"]["id"], kept.as_str(), "searchable: {found:?}");
+    // Again: nothing new, nothing changed.
+    let again = b.run_client(&["memories", "import", &path]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("imported 0 memories"), "{again:?}");
+}

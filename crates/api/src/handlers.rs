@@ -75,6 +75,19 @@ where
             spend(owed.saturating_sub(spent_first))?;
             create_memories(engine, actor, batch).await
         }
+        Operation::ImportMemories => {
+            let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
+            let import: cairn_types::MemoryImport = json(bytes)?;
+            check_batch_size(import.memories.len())?;
+            // Spends as a batch of as many memories does.
+            let more = import.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST).max(1) - 1;
+            if let (Some(class), Some(more)) =
+                (operation.rate_class(), std::num::NonZeroU32::new(more as u32))
+            {
+                inner.limiter.check_n(class, &principal.id, more)?;
+            }
+            import_memories(engine, actor, import).await
+        }
         Operation::GetMemory => get_memory(engine, id).await,
         Operation::UpdateMemory => {
             update_memory(engine, actor, id, json(input(body).await?)?).await
@@ -205,6 +218,24 @@ pub(crate) async fn create_memories(engine: &Engine, actor: &str, batch: NewMemo
     let created =
         CreatedMemories { memories: memories.into_iter().map(CreatedMemory::from).collect() };
     Ok(json_response(StatusCode::CREATED, &created))
+}
+
+/// Restores exported memories (`cairn memories export`) as they were: ids, statuses, times,
+/// archived ones. Up to 1,000 a request, all or none; ids stored here already are skipped,
+/// so an import may run again. Recall counts start anew. Spends as a batch does.
+#[utoipa::path(post, path = "/api/memories/import", tag = "memories", request_body = cairn_types::MemoryImport,
+    responses(
+        (status = 201, description = "What was stored and what was there already", body = cairn_types::ImportedMemories),
+        (status = 413, description = "The body is over 16 MiB", body = ErrorEnvelope),
+        (status = 422, description = "A memory is not valid (`memories[3].id: …`); nothing was stored", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn import_memories(
+    engine: &Engine,
+    actor: &str,
+    import: cairn_types::MemoryImport,
+) -> Reply {
+    let imported = engine.import_memories(import.memories, actor).await?;
+    Ok(json_response(StatusCode::CREATED, &imported))
 }
 
 /// The write requests a batch body of `bytes` spends before it is read: one per the bytes

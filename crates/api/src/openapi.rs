@@ -25,7 +25,7 @@ use crate::routes::ROUTES;
             Every error is `{\"error\": {\"code\", \"message\", \"status\"}}`.",
     ),
     paths(
-        list_memories, create_memory, create_memories, get_memory, update_memory, archive_memory, search, context,
+        list_memories, create_memory, create_memories, import_memories, get_memory, update_memory, archive_memory, search, context,
         coding_context, guard, outcome, patch_evidence, get_evidence, evidence_pack, review_queue,
         approve, reject, audit_log, list_connectors, add_connector, get_connector, remove_connector,
         sync_connector, connector_health, dream_cycle, list_conflicts, resolve_conflict, erase, create_conversation_token, revoke_conversation_token, health,

@@ -14,6 +14,7 @@ pub enum Operation {
     ListMemories,
     CreateMemory,
     CreateMemories,
+    ImportMemories,
     GetMemory,
     UpdateMemory,
     ArchiveMemory,
@@ -80,6 +81,7 @@ impl Operation {
             | Operation::SyncConnector
             | Operation::DreamCycle
             | Operation::ResolveConflict
+            | Operation::ImportMemories
             | Operation::Erase => Role::Admin,
         }
     }
@@ -99,6 +101,7 @@ impl Operation {
             Operation::Search | Operation::Context | Operation::CodingContext => RateClass::Context,
             Operation::CreateMemory
             | Operation::CreateMemories
+            | Operation::ImportMemories
             | Operation::UpdateMemory
             | Operation::ArchiveMemory
             | Operation::Outcome
@@ -161,6 +164,11 @@ pub const ROUTES: &[Route] = &[
     Route {
         path: "/api/memories/batch",
         operations: &[(Method::POST, Operation::CreateMemories)],
+        allow: "POST",
+    },
+    Route {
+        path: "/api/memories/import",
+        operations: &[(Method::POST, Operation::ImportMemories)],
         allow: "POST",
     },
     Route {

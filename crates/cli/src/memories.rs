@@ -36,13 +36,27 @@ pub(crate) enum MemoriesCommand {
     /// Imports memories from a JSON Lines file (`-` for standard input): one memory a line,
     /// as `POST /api/memories` takes it (`{"content": …, "scope": …}`), sent in batches of
     /// up to 1,000 (`POST /api/memories/batch`). Each batch is stored whole or not at all;
-    /// a bad line stops the import, naming it, after the batches before its own.
+    /// a bad line stops the import, naming it, after the batches before its own. A file
+    /// `cairn memories export` wrote (lines with an `id`) is restored as it was (ids,
+    /// statuses, times, archived ones; `POST /api/memories/import`, admin), skipping ids
+    /// already stored. Over the write rate, it waits as the daemon says and goes on.
     Import {
         /// The file; `-` reads standard input.
         file: std::path::PathBuf,
         /// Memories a request (1 to 1,000).
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..=1000))]
         batch_size: u16,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Writes every memory as JSON Lines, every field (`-` or no file: standard output), for
+    /// `cairn memories import` to restore into another daemon as it was.
+    Export {
+        /// The file [default: standard output].
+        file: Option<std::path::PathBuf>,
+        /// Archived memories too.
+        #[arg(long)]
+        include_archived: bool,
         #[command(flatten)]
         output: Output,
     },
@@ -138,6 +152,10 @@ pub(crate) async fn memories(command: MemoriesCommand) -> anyhow::Result<ExitCod
             } else {
                 println!("imported {imported} memories");
             }
+        }
+        MemoriesCommand::Export { file, include_archived, output } => {
+            let exported = export(file.as_deref(), include_archived, &output).await?;
+            eprintln!("exported {exported} memories");
         }
         MemoriesCommand::List { scope, status, repo, limit, offset, archived, output } => {
             let filter = MemoryListQuery {
@@ -628,6 +646,85 @@ pub(crate) async fn dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes every memory, page by page (oldest last, as lists go), one JSON object a line.
+async fn export(
+    file: Option<&std::path::Path>,
+    include_archived: bool,
+    output: &Output,
+) -> anyhow::Result<usize> {
+    use std::io::Write as _;
+    let mut writer: Box<dyn std::io::Write> = match file.filter(|file| file.as_os_str() != "-") {
+        Some(file) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(file)
+                .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", file.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let client = output.client.connect()?;
+    let (mut offset, mut written) = (0u64, 0usize);
+    loop {
+        let filter = MemoryListQuery {
+            limit: Some(500),
+            offset: Some(offset),
+            include_archived: Some(include_archived),
+            ..MemoryListQuery::default()
+        };
+        let page = client.list_memories(&filter).await?;
+        for memory in &page.memories {
+            writeln!(writer, "{}", serde_json::to_string(memory)?)?;
+        }
+        written += page.memories.len();
+        offset += page.memories.len() as u64;
+        if page.memories.is_empty() || offset >= page.total {
+            break;
+        }
+    }
+    writer.flush()?;
+    Ok(written)
+}
+
+/// Restores exported memories (lines with an `id`) in batches; how many were stored.
+async fn restore(
+    lines: Vec<(usize, String)>,
+    batch_size: usize,
+    client: &cairn_client::Client,
+) -> anyhow::Result<usize> {
+    let mut imported = 0;
+    for chunk in lines.chunks(batch_size) {
+        let mut memories = Vec::with_capacity(chunk.len());
+        for (number, line) in chunk {
+            let memory: cairn_client::types::Memory =
+                serde_json::from_str(line).map_err(|error| {
+                    anyhow::anyhow!("line {number}: not an exported memory: {error}")
+                })?;
+            memories.push(memory);
+        }
+        let request = cairn_client::types::MemoryImport { memories };
+        let mut sent = client.import_memories(&request).await;
+        while let Err(error) = &sent
+            && let Some(api) = error.api().filter(|api| api.code == "RATE_LIMITED")
+            && !api.message.contains("send smaller batches")
+        {
+            let wait = api.retry_after.unwrap_or(std::time::Duration::from_secs(1));
+            eprintln!(
+                "{imported} memories imported; the write rate is spent, waiting {} s",
+                wait.as_secs().max(1)
+            );
+            tokio::time::sleep(wait).await;
+            sent = client.import_memories(&request).await;
+        }
+        let done = sent.map_err(|error| {
+            anyhow::anyhow!(
+                "{error}; {imported} memories were imported before this batch (lines {}–{})",
+                chunk[0].0,
+                chunk[chunk.len() - 1].0
+            )
+        })?;
+        imported += done.imported.len();
+    }
+    Ok(imported)
+}
+
 /// Sends the memories of a JSON Lines file in batches; how many were stored. A line that is
 /// not a memory, or one the service refuses, stops the import with its line number.
 async fn import(
@@ -644,8 +741,32 @@ async fn import(
         Box::new(std::io::BufReader::new(opened))
     };
     let client = output.client.connect()?;
+    let mut reader = reader.lines().enumerate().peekable();
+    // An export (its lines carry ids) is restored as it was; anything else is created anew.
+    while reader
+        .peek()
+        .is_some_and(|(_, line)| line.as_ref().is_ok_and(|line| line.trim().is_empty()))
+    {
+        reader.next();
+    }
+    let exported = reader.peek().is_some_and(|(_, line)| {
+        line.as_ref().is_ok_and(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|value| value.get("id").is_some())
+        })
+    });
+    if exported {
+        let mut lines = Vec::new();
+        for (index, line) in reader {
+            let line = line?;
+            if !line.trim().is_empty() {
+                lines.push((index + 1, line));
+            }
+        }
+        return restore(lines, batch_size, &client).await;
+    }
     let (mut imported, mut batch, mut lines) = (0, Vec::with_capacity(batch_size), Vec::new());
-    for (index, line) in reader.lines().enumerate() {
+    for (index, line) in reader {
         let number = index + 1;
         let line = line?;
         if line.trim().is_empty() {

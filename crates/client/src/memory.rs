@@ -31,6 +31,15 @@ impl Client {
         self.call(Method::POST, "/api/memories/batch", None, Body::Json(batch)).await
     }
 
+    /// `POST /api/memories/import`: restores exported memories as they were (admin); ids
+    /// stored already are skipped.
+    pub async fn import_memories(
+        &self,
+        import: &crate::types::MemoryImport,
+    ) -> Result<crate::types::ImportedMemories, Error> {
+        self.call(Method::POST, "/api/memories/import", None, Body::Json(import)).await
+    }
+
     /// `GET /api/memories`: a page of memories, newest first.
     pub async fn list_memories(&self, filter: &MemoryListQuery) -> Result<MemoryList, Error> {
         self.call(Method::GET, "/api/memories", Some(query(filter)?), NONE).await

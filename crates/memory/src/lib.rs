@@ -294,6 +294,65 @@ impl Engine {
         Ok(memories)
     }
 
+    /// Restores exported memories as they were (ids, statuses, times, archived ones), in one
+    /// transaction: all that are not stored yet, or none when one breaks a rule. Those whose
+    /// id is stored here already are skipped, so an import may run again. Recall bookkeeping
+    /// (`recallCount`, `lastRecalledAt`) starts anew here.
+    pub async fn import_memories(
+        &self,
+        memories: Vec<Memory>,
+        actor: &str,
+    ) -> Result<cairn_types::ImportedMemories> {
+        let item = |index: usize| {
+            move |error: Error| match error {
+                Error::Invalid { field, reason } => Error::InvalidItem { index, field, reason },
+                other => other,
+            }
+        };
+        let mut checked = Vec::with_capacity(memories.len());
+        for (index, memory) in memories.into_iter().enumerate() {
+            let well_formed = memory.id.strip_prefix("mem_").is_some_and(|rest| {
+                !rest.is_empty()
+                    && rest.len() <= 64
+                    && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            });
+            if !well_formed {
+                let reason = "must be a memory id (`mem_` and letters or digits)".to_owned();
+                return Err(Error::InvalidItem { index, field: "id", reason });
+            }
+            let input = NewMemory {
+                content: memory.content,
+                scope: memory.scope,
+                repo: memory.repo,
+                tags: memory.tags,
+                source: memory.source,
+                metadata: memory.metadata,
+            };
+            let input = validate::new_memory(input).map_err(item(index))?;
+            checked.push(Memory {
+                content: input.content,
+                repo: input.repo,
+                tags: input.tags,
+                source: input.source,
+                metadata: input.metadata,
+                last_recalled_at: None,
+                recall_count: 0,
+                ..memory
+            });
+        }
+        let ids: Vec<String> = checked.iter().map(|memory| memory.id.clone()).collect();
+        let present: std::collections::HashSet<String> =
+            self.store.get_memories(&ids).await?.into_iter().map(|memory| memory.id).collect();
+        let (skipped, new): (Vec<Memory>, Vec<Memory>) =
+            checked.into_iter().partition(|memory| present.contains(&memory.id));
+        self.store.insert_memories(&new, actor).await?;
+        self.wake_embedder(new.len());
+        Ok(cairn_types::ImportedMemories {
+            imported: new.into_iter().map(|memory| memory.id).collect(),
+            skipped: skipped.into_iter().map(|memory| memory.id).collect(),
+        })
+    }
+
     /// Waits until every recall write started so far has landed (reads never need to: they
     /// show recalls in flight).
     pub async fn settled(&self) {

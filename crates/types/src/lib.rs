@@ -38,9 +38,9 @@ pub use guard::{GuardFinding, GuardRequest, GuardResult};
 pub use health::Health;
 pub use id::{IdPrefix, new_id};
 pub use memory::{
-    CreatedMemories, CreatedMemory, MAX_BATCH_MEMORIES, MAX_CONTENT_BYTES, Memory, MemoryList,
-    MemoryListQuery, MemoryPatch, NewMemory, NewMemoryBatch, RetrievalMode, Scope, SearchHit,
-    SearchQuery, SearchResult, Status,
+    CreatedMemories, CreatedMemory, ImportedMemories, MAX_BATCH_MEMORIES, MAX_CONTENT_BYTES,
+    Memory, MemoryImport, MemoryList, MemoryListQuery, MemoryPatch, NewMemory, NewMemoryBatch,
+    RetrievalMode, Scope, SearchHit, SearchQuery, SearchResult, Status,
 };
 pub use outcome::{
     EvidenceFormat, EvidencePack, EvidencePackRequest, Outcome, OutcomeRequest, PatchEvidence,

@@ -156,6 +156,25 @@ pub struct NewMemoryBatch {
     pub memories: Vec<NewMemory>,
 }
 
+/// The body of `POST /api/memories/import`: up to 1,000 memories as `GET /api/memories`
+/// shows them (`cairn memories export` writes them), restored as they were: ids, statuses,
+/// times, archived ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MemoryImport {
+    pub memories: Vec<Memory>,
+}
+
+/// The answer of `POST /api/memories/import`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportedMemories {
+    /// The ids stored.
+    pub imported: Vec<String>,
+    /// The ids already stored here, left as they are (an import may run again).
+    pub skipped: Vec<String>,
+}
+
 /// The answer of `POST /api/memories/batch`: the memories as stored, in the request's order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
