@@ -102,8 +102,11 @@ async fn batches_are_bounded_in_items_and_bytes() {
 }
 
 #[tokio::test]
-async fn a_batch_spends_one_write_request_per_hundred_memories() {
-    let daemon = Daemon::start_with(&[], &[("SERVICE_RATE_LIMIT_WRITE", "12")]);
+async fn a_batch_spends_one_bulk_unit_per_hundred_memories_and_one_write() {
+    let daemon = Daemon::start_with(
+        &[],
+        &[("SERVICE_RATE_LIMIT_BULK", "12"), ("SERVICE_RATE_LIMIT_WRITE", "100")],
+    );
     let first =
         daemon.post("/api/memories/batch", json!({ "memories": memories(1000, "a") })).await;
     assert_eq!(first.status, 201, "{first:?}");
@@ -112,6 +115,11 @@ async fn a_batch_spends_one_write_request_per_hundred_memories() {
         daemon.post("/api/memories/batch", json!({ "memories": memories(201, "b") })).await;
     refused.assert_error(429, "RATE_LIMITED");
     assert_eq!(total(&daemon).await, 1000, "a refused batch stores nothing");
+    // The agent's own writes are another budget, which the import left whole.
+    let note =
+        daemon.post("/api/memories", json!({"content": "tests pass", "scope": "global"})).await;
+    assert_eq!(note.status, 201, "{note:?}");
+    assert_eq!(note.headers["ratelimit-remaining"], "97", "{note:?}");
 }
 
 #[tokio::test]

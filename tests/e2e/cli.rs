@@ -180,11 +180,11 @@ async fn a_closed_pipe_ends_a_listing_quietly() {
 
 #[tokio::test]
 async fn an_import_over_the_write_rate_waits_its_turn_and_finishes() {
-    let daemon = Daemon::start_with(&["--rate-limit-write", "30"], &[]);
+    let daemon = Daemon::start_with(&["--rate-limit-bulk", "30"], &[]);
     let lines: String = (0..320)
         .map(|n| format!("{{\"content\": \"imported note {n}\", \"scope\": \"user\"}}\n"))
         .collect();
-    // 32 batches of 10: the first 30 spend the minute's budget, the last two wait for it.
+    // 32 batches of 10: the first 30 spend the minute's bulk budget, the last two wait.
     let output = crate::util::run_with_input(
         std::process::Command::new(crate::util::cairn_bin())
             .args(["memories", "import", "-", "--batch-size", "10"])

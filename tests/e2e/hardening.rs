@@ -128,8 +128,8 @@ async fn sixteen_large_batches_at_once_keep_the_daemon_under_400_mb() {
 
 #[tokio::test]
 async fn a_batch_over_the_rate_is_refused_before_its_body_and_says_when_to_retry() {
-    let daemon = Daemon::start_with(&["--rate-limit-write", "5"], &[]);
-    // 1,000 memories spend 10 write requests, twice the limit: a 429 that says when.
+    let daemon = Daemon::start_with(&["--rate-limit-bulk", "5"], &[]);
+    // 1,000 memories spend 10 bulk units, twice the limit: a 429 that says when.
     let memories: Vec<Value> =
         (0..1000).map(|n| json!({"content": format!("note {n}"), "scope": "user"})).collect();
     let refused = daemon.post("/api/memories/batch", json!({"memories": memories})).await;

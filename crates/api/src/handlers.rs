@@ -20,6 +20,7 @@ use cairn_http::{
 };
 
 use crate::error::Failure;
+use crate::limits::RateClass;
 use crate::routes::Operation;
 use crate::{Inner, Principal};
 
@@ -53,25 +54,24 @@ where
             // `MEMORIES_PER_WRITE_REQUEST` memories in all. What its declared size implies
             // is spent before the body is read, so a caller over its limit cannot have large
             // bodies read and parsed; the rest once the memories are counted.
-            let spend = |requests: usize| match (
-                operation.rate_class(),
-                std::num::NonZeroU32::new(requests as u32),
-            ) {
-                (Some(class), Some(requests)) => {
-                    inner.limiter.check_n(class, &principal.id, requests).map(drop)
+            // The memories spend the `bulk` budget (the request itself spent a `write`), so
+            // an import leaves the agent's writes alone.
+            let spend = |units: usize| match std::num::NonZeroU32::new(units as u32) {
+                Some(units) => {
+                    inner.limiter.check_n(RateClass::Bulk, &principal.id, units).map(drop)
                 }
-                _ => Ok(()),
+                None => Ok(()),
             };
             let declared = parts
                 .headers
                 .get(http::header::CONTENT_LENGTH)
                 .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
             let spent_first = batch_requests_for_bytes(declared.unwrap_or(0));
-            spend(spent_first - 1)?;
+            spend(spent_first)?;
             let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
             let batch: NewMemoryBatch = json(bytes)?;
             check_batch_size(batch.memories.len())?;
-            let owed = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST).max(1);
+            let owed = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
             spend(owed.saturating_sub(spent_first))?;
             create_memories(engine, actor, batch).await
         }
@@ -79,12 +79,10 @@ where
             let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
             let import: cairn_types::MemoryImport = json(bytes)?;
             check_batch_size(import.memories.len())?;
-            // Spends as a batch of as many memories does.
-            let more = import.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST).max(1) - 1;
-            if let (Some(class), Some(more)) =
-                (operation.rate_class(), std::num::NonZeroU32::new(more as u32))
-            {
-                inner.limiter.check_n(class, &principal.id, more)?;
+            // Spends the `bulk` budget as a batch of as many memories does.
+            let units = import.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
+            if let Some(units) = std::num::NonZeroU32::new(units as u32) {
+                inner.limiter.check_n(RateClass::Bulk, &principal.id, units)?;
             }
             import_memories(engine, actor, import).await
         }
@@ -205,7 +203,7 @@ pub(crate) async fn create_memory(engine: &Engine, actor: &str, input: NewMemory
 
 /// Stores up to 1,000 memories in one transaction: all of them, or, when one breaks a rule,
 /// none (the error names it as `memories[index].field`). They start `active`. A batch spends
-/// one `write` request of the rate limit per 100 memories, rounded up.
+/// one `write` request, and one unit of the `bulk` budget per 100 memories, rounded up.
 #[utoipa::path(post, path = "/api/memories/batch", tag = "memories", request_body = NewMemoryBatch,
     responses(
         (status = 201, description = "The memories as stored, in the request's order", body = CreatedMemories),

@@ -17,11 +17,14 @@ pub struct RateLimits {
     pub read: u32,
     pub write: u32,
     pub context: u32,
+    /// The memories of batches and imports, in hundreds a minute: apart from `write`, so a
+    /// large import does not spend the writes an agent's hooks need.
+    pub bulk: u32,
 }
 
 impl Default for RateLimits {
     fn default() -> RateLimits {
-        RateLimits { read: 1000, write: 100, context: 200 }
+        RateLimits { read: 1000, write: 100, context: 200, bulk: 1000 }
     }
 }
 
@@ -32,6 +35,9 @@ pub enum RateClass {
     Write,
     /// Context packs and search.
     Context,
+    /// The memories of a batch or an import, one unit per 100 (the request itself spends
+    /// `Write`).
+    Bulk,
 }
 
 type Keyed =
@@ -58,6 +64,7 @@ pub(crate) struct Limiter {
     read: Option<ClassLimiter>,
     write: Option<ClassLimiter>,
     context: Option<ClassLimiter>,
+    bulk: Option<ClassLimiter>,
 }
 
 /// Forgotten principals' state is dropped every this many checks (of one thread).
@@ -80,6 +87,7 @@ impl Limiter {
             read: class(limits.read),
             write: class(limits.write),
             context: class(limits.context),
+            bulk: class(limits.bulk),
         }
     }
 
@@ -107,6 +115,7 @@ impl Limiter {
             RateClass::Read => &self.read,
             RateClass::Write => &self.write,
             RateClass::Context => &self.context,
+            RateClass::Bulk => &self.bulk,
         }) else {
             return Ok(None);
         };
@@ -117,7 +126,9 @@ impl Limiter {
             checks.get()
         });
         if checks.is_multiple_of(CLEANUP_EVERY) {
-            for limiter in [&self.read, &self.write, &self.context].into_iter().flatten() {
+            for limiter in
+                [&self.read, &self.write, &self.context, &self.bulk].into_iter().flatten()
+            {
                 limiter.limiter.retain_recent();
             }
         }
@@ -204,7 +215,7 @@ mod tests {
 
     #[test]
     fn limits_count_down_per_principal_and_class() {
-        let limiter = Limiter::new(RateLimits { read: 3, write: 0, context: 5 });
+        let limiter = Limiter::new(RateLimits { read: 3, write: 0, context: 5, bulk: 0 });
         let first = limiter.check(RateClass::Read, &"key:a".to_owned()).unwrap().unwrap();
         assert_eq!((first.limit, first.remaining), (3, 2));
         let headers = first.headers().map(|(name, value)| format!("{name}: {value:?}"));

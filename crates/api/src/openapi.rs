@@ -92,6 +92,7 @@ pub fn document_access(
         RateClass::Read => "read",
         RateClass::Write => "write",
         RateClass::Context => "context",
+        RateClass::Bulk => "bulk",
     });
     let note = match class {
         Some(class) => format!("Role: `{role}`. Rate-limit class: `{class}`."),

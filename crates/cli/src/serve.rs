@@ -49,6 +49,10 @@ pub(crate) struct ServeArgs {
     /// Context packs and searches a minute per principal (0: unlimited).
     #[arg(long, env = "SERVICE_RATE_LIMIT_CONTEXT", default_value_t = 200)]
     rate_limit_context: u32,
+    /// Memories of batches and imports a minute per principal, in hundreds (0: unlimited):
+    /// apart from writes, so a large import leaves the agent's writes alone.
+    #[arg(long, env = "SERVICE_RATE_LIMIT_BULK", default_value_t = 1000)]
+    rate_limit_bulk: u32,
     /// Semantic retrieval: `local` (the model `cairn model fetch` installs), `openai` (an
     /// OpenAI-compatible embeddings endpoint) or `none` [default: local when the model is
     /// installed, else none].
@@ -182,6 +186,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             read: args.rate_limit_read,
             write: args.rate_limit_write,
             context: args.rate_limit_context,
+            bulk: args.rate_limit_bulk,
         },
         openapi: cairn_server::openapi_json(),
         ..ApiConfig::default()
