@@ -52,7 +52,10 @@ const CONFINED: &[(&str, &[&str])] = &[
     ("deadpool-postgres", &["cairn-store-postgres"]),
     ("postgres-types", &["cairn-store-postgres"]),
     ("hyper", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client", "cairn-test-support"]),
-    ("hyper-util", &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client", "cairn-test-support"]),
+    (
+        "hyper-util",
+        &["cairn-server", "cairn-cli", "cairn-bench", "cairn-client", "cairn-test-support"],
+    ),
     // Tests' scaffolding: a dev-dependency everywhere else, never in a release build.
     ("cairn-test-support", &["cairn-bench"]),
     ("ureq", &["cairn-agents", "cairn-embed"]),
