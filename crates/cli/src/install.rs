@@ -14,6 +14,10 @@ pub(crate) struct InstallArgs {
     /// Claude Code: hooks in `.claude/settings.json`, the MCP server in `.mcp.json`.
     #[arg(long)]
     claude: bool,
+    /// Codex CLI: the MCP server in `.codex/config.toml` (`~/.codex/config.toml` with
+    /// `--user`). Codex's hooks are not written: register them as docs/agents.md says.
+    #[arg(long)]
+    codex: bool,
     /// The user's settings (`~/.claude/settings.json`, `~/.claude.json`) instead of the
     /// project's.
     #[arg(long)]
@@ -40,27 +44,85 @@ fn mcp_server() -> Value {
     json!({"command": "cairn", "args": ["mcp"]})
 }
 
+/// The project: `--project`, else the git root above the current directory, else it.
+fn project(args: &InstallArgs) -> anyhow::Result<PathBuf> {
+    if let Some(project) = &args.project {
+        return Ok(project.clone());
+    }
+    let here = std::env::current_dir()?;
+    Ok(here.ancestors().find(|dir| dir.join(".git").exists()).unwrap_or(&here).to_owned())
+}
+
+fn home() -> anyhow::Result<PathBuf> {
+    Ok(PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?))
+}
+
 /// Where the settings go: (hooks file, MCP file).
 fn files(args: &InstallArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
-    anyhow::ensure!(args.claude, "say which agent: --claude");
     if args.user {
-        let home = std::env::var_os("HOME").context("HOME is not set")?;
-        let home = PathBuf::from(home);
+        let home = home()?;
         return Ok((home.join(".claude/settings.json"), home.join(".claude.json")));
     }
-    let project = match &args.project {
-        Some(project) => project.clone(),
-        None => {
-            let here = std::env::current_dir()?;
-            here.ancestors().find(|dir| dir.join(".git").exists()).unwrap_or(&here).to_owned()
-        }
-    };
+    let project = project(args)?;
     Ok((project.join(".claude/settings.json"), project.join(".mcp.json")))
 }
 
+/// Codex's config file.
+fn codex_file(args: &InstallArgs) -> anyhow::Result<PathBuf> {
+    Ok(match args.user {
+        true => home()?.join(".codex/config.toml"),
+        false => project(args)?.join(".codex/config.toml"),
+    })
+}
+
+/// The table `install --codex` appends to Codex's config, exactly.
+const CODEX_TABLE: &str = "[mcp_servers.cairn]\ncommand = \"cairn\"\nargs = [\"mcp\"]\n";
+const CODEX_HEADER: &str = "[mcp_servers.cairn]";
+
+fn install_codex(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
+    let file = codex_file(args)?;
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    if text.lines().any(|line| line.trim() == CODEX_HEADER) {
+        return Ok(());
+    }
+    let mut updated = text.clone();
+    if !updated.is_empty() && !updated.ends_with("\n\n") {
+        updated.push_str(if updated.ends_with('\n') { "\n" } else { "\n\n" });
+    }
+    updated.push_str(CODEX_TABLE);
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&file, updated).with_context(|| format!("cannot write {}", file.display()))?;
+    changed.push(format!("{}: [mcp_servers.cairn]: cairn mcp", file.display()));
+    Ok(())
+}
+
+/// Removes the table `install --codex` wrote, only while it is still exactly that.
+fn uninstall_codex(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
+    let file = codex_file(args)?;
+    let Ok(text) = std::fs::read_to_string(&file) else { return Ok(()) };
+    let Some(start) = text.find(CODEX_TABLE) else { return Ok(()) };
+    let mut updated = format!("{}{}", &text[..start], &text[start + CODEX_TABLE.len()..]);
+    while updated.ends_with("\n\n") {
+        updated.pop();
+    }
+    std::fs::write(&file, updated).with_context(|| format!("cannot write {}", file.display()))?;
+    changed.push(format!("{}: [mcp_servers.cairn]", file.display()));
+    Ok(())
+}
+
 pub(crate) fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
-    let (hooks_file, mcp_file) = files(args)?;
+    anyhow::ensure!(args.claude || args.codex, "say which agent: --claude, --codex, or both");
     let mut changed = Vec::new();
+    if args.codex {
+        install_codex(args, &mut changed)?;
+    }
+    if !args.claude {
+        report("added", &changed);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (hooks_file, mcp_file) = files(args)?;
     let mut settings = read(&hooks_file)?;
     for (event, matcher, command) in HOOKS {
         if add_hook(&mut settings, event, *matcher, command) {
@@ -83,8 +145,16 @@ pub(crate) fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(crate) fn uninstall(args: &InstallArgs) -> anyhow::Result<ExitCode> {
-    let (hooks_file, mcp_file) = files(args)?;
+    anyhow::ensure!(args.claude || args.codex, "say which agent: --claude, --codex, or both");
     let mut changed = Vec::new();
+    if args.codex {
+        uninstall_codex(args, &mut changed)?;
+    }
+    if !args.claude {
+        report("removed", &changed);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (hooks_file, mcp_file) = files(args)?;
     if hooks_file.exists() {
         let mut settings = read(&hooks_file)?;
         for (event, matcher, command) in HOOKS {
@@ -221,6 +291,28 @@ fn remove_hook(settings: &mut Value, event: &str, matcher: Option<&str>, command
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codex_gets_its_mcp_table_once_and_loses_only_that() {
+        let project = tempfile::tempdir().unwrap();
+        let file = project.path().join(".codex/config.toml");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let theirs = "model = \"o4-mini\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
+        std::fs::write(&file, theirs).unwrap();
+        let args = InstallArgs {
+            claude: false,
+            codex: true,
+            user: false,
+            project: Some(project.path().to_owned()),
+        };
+        install(&args).unwrap();
+        install(&args).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.matches(CODEX_HEADER).count(), 1, "{text}");
+        assert!(text.starts_with(theirs), "{text}");
+        uninstall(&args).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
+    }
 
     #[test]
     fn install_merges_once_and_uninstall_takes_back_exactly_that() {
