@@ -263,33 +263,59 @@ async fn widget_outputs_are_checked_against_their_prompt_and_payloads_default_to
     assert_eq!(rated.status, 200, "{rated:?}");
 }
 
-#[tokio::test]
-async fn an_event_stream_ends_within_a_second_of_its_token_being_revoked_or_expiring() {
-    let directory = tempfile::tempdir().unwrap();
-    let key = create_key(directory.path(), "runtime");
-    let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
-    let as_server = [("x-api-key", key.as_str())];
-    let created = daemon
-        .request_with(
-            Method::POST,
-            &format!("{RUNTIME}/conversations"),
-            Body::Json(json!({})),
-            &as_server,
-        )
-        .await;
-    let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
-    let mint = async |ttl: u64| {
-        let minted = daemon
+/// The server side of a chat widget on a production daemon: a `runtime` key, and one
+/// conversation it created, for which it mints browsers' tokens.
+struct WidgetServer {
+    _directory: tempfile::TempDir,
+    daemon: Daemon,
+    key: String,
+    conversation: String,
+}
+
+impl WidgetServer {
+    async fn start() -> WidgetServer {
+        let directory = tempfile::tempdir().unwrap();
+        let key = create_key(directory.path(), "runtime");
+        let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
+        let created = daemon
+            .request_with(
+                Method::POST,
+                &format!("{RUNTIME}/conversations"),
+                Body::Json(json!({})),
+                &[("x-api-key", key.as_str())],
+            )
+            .await;
+        assert_eq!(created.status, 201, "{created:?}");
+        let conversation = created.body["conversation"]["id"].as_str().unwrap().to_owned();
+        WidgetServer { _directory: directory, daemon, key, conversation }
+    }
+
+    fn as_server(&self) -> [(&str, &str); 1] {
+        [("x-api-key", self.key.as_str())]
+    }
+
+    /// A conversation token for the conversation, good for `ttl` seconds.
+    async fn mint(&self, ttl: u64) -> Value {
+        let body = json!({"conversationId": self.conversation, "ttlSeconds": ttl});
+        let minted = self
+            .daemon
             .request_with(
                 Method::POST,
                 "/api/conversation-tokens",
-                Body::Json(json!({"conversationId": id, "ttlSeconds": ttl})),
-                &as_server,
+                Body::Json(body),
+                &self.as_server(),
             )
             .await;
         assert_eq!(minted.status, 201, "{minted:?}");
         minted.body
-    };
+    }
+}
+
+#[tokio::test]
+async fn an_event_stream_ends_within_a_second_of_its_token_being_revoked_or_expiring() {
+    let widget = WidgetServer::start().await;
+    let (daemon, as_server, id) = (&widget.daemon, widget.as_server(), &widget.conversation);
+    let mint = async |ttl: u64| widget.mint(ttl).await;
 
     // Revoked: the stream ends with an error event, and carries nothing sent after.
     let token = mint(600).await;
@@ -403,28 +429,10 @@ async fn a_voice_socket_closes_within_a_second_of_the_token_that_started_it_bein
     use futures_util::StreamExt;
     use tokio_tungstenite::tungstenite::Message;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let directory = tempfile::tempdir().unwrap();
-    let key = create_key(directory.path(), "runtime");
-    let daemon = Daemon::start_in_with(directory.path(), &["--profile", "production"], &[]);
-    let as_server = [("x-api-key", key.as_str())];
-    let created = daemon
-        .request_with(
-            Method::POST,
-            &format!("{RUNTIME}/conversations"),
-            Body::Json(json!({})),
-            &as_server,
-        )
-        .await;
-    let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
-    let minted = daemon
-        .request_with(
-            Method::POST,
-            "/api/conversation-tokens",
-            Body::Json(json!({"conversationId": id, "ttlSeconds": 600})),
-            &as_server,
-        )
-        .await;
-    let bearer = format!("Bearer {}", minted.body["token"].as_str().unwrap());
+    let widget = WidgetServer::start().await;
+    let (daemon, as_server, id) = (&widget.daemon, widget.as_server(), &widget.conversation);
+    let minted = widget.mint(600).await;
+    let bearer = format!("Bearer {}", minted["token"].as_str().unwrap());
     let started = daemon
         .request_with(
             Method::POST,
@@ -441,7 +449,7 @@ async fn a_voice_socket_closes_within_a_second_of_the_token_that_started_it_bein
     let first = socket.next().await.unwrap().unwrap();
     assert!(first.to_text().unwrap().contains("session.created"), "{first:?}");
 
-    let token_id = minted.body["tokenId"].as_str().unwrap();
+    let token_id = minted["tokenId"].as_str().unwrap();
     let revoked = daemon
         .request_with(
             Method::DELETE,
