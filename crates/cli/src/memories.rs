@@ -683,6 +683,37 @@ async fn export(
     Ok(written)
 }
 
+/// Sends a batch with `send` until it is not refused for its rate: over the rate, it waits
+/// as long as the daemon says and sends it again, rather than stop half way (the rest of the
+/// import waits its turn). A batch larger than the whole limit never fits: its error says
+/// so, and is answered.
+async fn waiting_out_rate<T, Send, Sent>(
+    imported: usize,
+    send: Send,
+) -> Result<T, cairn_client::Error>
+where
+    Send: Fn() -> Sent,
+    Sent: std::future::Future<Output = Result<T, cairn_client::Error>>,
+{
+    loop {
+        let sent = send().await;
+        let wait = match &sent {
+            Err(error) => error
+                .api()
+                .filter(|api| api.code == "RATE_LIMITED")
+                .filter(|api| !api.message.contains("send smaller batches"))
+                .map(|api| api.retry_after.unwrap_or(std::time::Duration::from_secs(1))),
+            Ok(_) => None,
+        };
+        let Some(wait) = wait else { return sent };
+        eprintln!(
+            "{imported} memories imported; the write rate is spent, waiting {} s",
+            wait.as_secs().max(1)
+        );
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// Restores exported memories (lines with an `id`) in batches; how many were stored.
 async fn restore(
     lines: Vec<(usize, String)>,
@@ -700,19 +731,7 @@ async fn restore(
             memories.push(memory);
         }
         let request = cairn_client::types::MemoryImport { memories };
-        let mut sent = client.import_memories(&request).await;
-        while let Err(error) = &sent
-            && let Some(api) = error.api().filter(|api| api.code == "RATE_LIMITED")
-            && !api.message.contains("send smaller batches")
-        {
-            let wait = api.retry_after.unwrap_or(std::time::Duration::from_secs(1));
-            eprintln!(
-                "{imported} memories imported; the write rate is spent, waiting {} s",
-                wait.as_secs().max(1)
-            );
-            tokio::time::sleep(wait).await;
-            sent = client.import_memories(&request).await;
-        }
+        let sent = waiting_out_rate(imported, || client.import_memories(&request)).await;
         let done = sent.map_err(|error| {
             anyhow::anyhow!(
                 "{error}; {imported} memories were imported before this batch (lines {}–{})",
@@ -793,22 +812,7 @@ async fn send_batch(
     imported: usize,
 ) -> anyhow::Result<usize> {
     let request = cairn_client::types::NewMemoryBatch { memories: std::mem::take(batch) };
-    let mut sent = client.create_memories(&request).await;
-    // Over the write rate: wait as long as the daemon says and send the batch again, rather
-    // than stop half way (the rest of the import waits its turn, the agent's writes too).
-    while let Err(error) = &sent
-        && let Some(api) = error.api().filter(|api| api.code == "RATE_LIMITED")
-        // A batch larger than the whole limit never fits: its error says so, and stops.
-        && !api.message.contains("send smaller batches")
-    {
-        let wait = api.retry_after.unwrap_or(std::time::Duration::from_secs(1));
-        eprintln!(
-            "{imported} memories imported; the write rate is spent, waiting {} s",
-            wait.as_secs().max(1)
-        );
-        tokio::time::sleep(wait).await;
-        sent = client.create_memories(&request).await;
-    }
+    let sent = waiting_out_rate(imported, || client.create_memories(&request)).await;
     match sent {
         Ok(created) => {
             lines.clear();
