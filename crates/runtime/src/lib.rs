@@ -1,8 +1,8 @@
 //! Cairn's embeddable conversation runtime: the [`Runtime`] trait, and the HTTP handler
 //! ([`RuntimeHandler`]) that any hyper or axum server can mount in front of a runtime.
 //!
-//! A runtime implements three required capabilities (create a conversation, answer a user
-//! message, list events); every other operation defaults to "not supported", which the
+//! A runtime implements the capabilities it offers (most create conversations, answer user
+//! messages and list events); every other operation defaults to "not supported", which the
 //! handler answers with 501 `CAPABILITY_NOT_SUPPORTED`. The handler brings the routes, body
 //! and query parsing, the error envelope, CORS, an `authorize` hook, custom and journey
 //! event definitions checked against JSON Schemas, Server-Sent Events, and the voice socket

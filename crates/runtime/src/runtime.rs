@@ -48,24 +48,34 @@ pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
 /// Text deltas of the assistant's reply, for callers that stream it.
 pub type TextDeltas = mpsc::UnboundedSender<String>;
 
-/// A conversation runtime. Implement the three required methods; the others default to
-/// "not supported".
+/// A conversation runtime. Implement what it offers (a conversational runtime: at least
+/// `create_conversation`, `handle_user_message` and `list_events`); every method defaults
+/// to "not supported", so a runtime of one capability (a voice booth, a read-only log)
+/// writes only that one.
 #[async_trait]
 pub trait Runtime: Send + Sync + 'static {
-    async fn create_conversation(&self, input: CreateConversationInput) -> Result<Conversation>;
+    /// Creates a conversation. Like every capability, "not supported" (501) unless the
+    /// runtime offers it.
+    async fn create_conversation(&self, _input: CreateConversationInput) -> Result<Conversation> {
+        Err(RuntimeError::NotSupported("createConversation"))
+    }
 
     /// Applies a user message and produces the assistant's turn.
-    async fn handle_user_message(&self, input: UserMessageInput) -> Result<SendMessageResult>;
+    async fn handle_user_message(&self, _input: UserMessageInput) -> Result<SendMessageResult> {
+        Err(RuntimeError::NotSupported("sendMessage"))
+    }
 
     /// The first `limit` events with an offset above `after_offset` (from the first event
     /// when `None`), in order: fewer only when the log holds no more. The handler asks for
     /// pages of at most [`MAX_EVENT_PAGE`] + 1, so a runtime never has to return more.
     async fn list_events(
         &self,
-        conversation_id: &str,
-        after_offset: Option<u64>,
-        limit: u32,
-    ) -> Result<Vec<RuntimeEvent>>;
+        _conversation_id: &str,
+        _after_offset: Option<u64>,
+        _limit: u32,
+    ) -> Result<Vec<RuntimeEvent>> {
+        Err(RuntimeError::NotSupported("listEvents"))
+    }
 
     /// A receiver that changes whenever the conversation's log grows (its value: the next
     /// offset), so event streams are pushed instead of polled. While a stream holds one it

@@ -10,8 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use cairn_runtime::{
     Authorization, Authorize, Conversation, CreateConversationInput, HandlerOptions, Lifecycle,
-    Runtime, RuntimeError, RuntimeEvent, RuntimeHandler, SendMessageResult, Timestamp,
-    UserMessageInput,
+    Runtime, RuntimeError, RuntimeEvent, RuntimeHandler, Timestamp,
 };
 use cairn_test_support::loopback;
 use http_body_util::{BodyExt, Full};
@@ -80,13 +79,6 @@ impl Runtime for CountingLog {
             created_at: now,
             updated_at: now,
         })
-    }
-
-    async fn handle_user_message(
-        &self,
-        _input: UserMessageInput,
-    ) -> Result<SendMessageResult, RuntimeError> {
-        Err(RuntimeError::NotSupported("sendMessage"))
     }
 
     async fn list_events(

@@ -13,10 +13,9 @@ use bytes::Bytes;
 use cairn_runtime::{
     Authorization, Authorize, ChannelSegment, Conversation, CreateConversationInput,
     HandlerOptions, Lifecycle, Runtime, RuntimeError, RuntimeEvent, RuntimeHandler,
-    SendMessageResult, StartVoiceConversationInput, StartVoiceSegmentInput, Timestamp,
-    UserMessageInput, VOICE_PROTOCOL, VoiceClientEvent, VoiceConnection, VoiceConnectionStatus,
-    VoiceHandshake, VoiceSession, VoiceSocket, VoiceSocketIo, VoiceSocketOptions, VoiceStartResult,
-    VoiceUpgrade, server_event,
+    StartVoiceConversationInput, StartVoiceSegmentInput, Timestamp, VOICE_PROTOCOL,
+    VoiceClientEvent, VoiceConnection, VoiceConnectionStatus, VoiceHandshake, VoiceSession,
+    VoiceSocket, VoiceSocketIo, VoiceSocketOptions, VoiceStartResult, VoiceUpgrade, server_event,
 };
 use cairn_test_support::loopback;
 use futures_util::{SinkExt, StreamExt};
@@ -116,13 +115,6 @@ impl Runtime for Booth {
         _input: CreateConversationInput,
     ) -> Result<Conversation, RuntimeError> {
         Ok(Booth::conversation("c1", Lifecycle::Active))
-    }
-
-    async fn handle_user_message(
-        &self,
-        _input: UserMessageInput,
-    ) -> Result<SendMessageResult, RuntimeError> {
-        Err(RuntimeError::NotSupported("sendMessage"))
     }
 
     async fn list_events(
@@ -678,12 +670,6 @@ async fn runtimes_without_voice_answer_501() {
             _input: CreateConversationInput,
         ) -> Result<Conversation, RuntimeError> {
             Ok(Booth::conversation("c1", Lifecycle::Active))
-        }
-        async fn handle_user_message(
-            &self,
-            _input: UserMessageInput,
-        ) -> Result<SendMessageResult, RuntimeError> {
-            Err(RuntimeError::NotSupported("sendMessage"))
         }
         async fn list_events(
             &self,

@@ -11,10 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cairn_api::{ApiConfig, MemoryApi};
 use cairn_memory::Engine;
-use cairn_runtime::{
-    Conversation, CreateConversationInput, HandlerOptions, Runtime, RuntimeError, RuntimeEvent,
-    SendMessageResult, UserMessageInput,
-};
+use cairn_runtime::{HandlerOptions, Runtime, RuntimeError, RuntimeEvent};
 use cairn_server::{MemoryAuthorize, RUNTIME_BASE_PATH, ServerConfig, Services, serve};
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -162,20 +159,6 @@ struct Quiet;
 
 #[async_trait::async_trait]
 impl Runtime for Quiet {
-    async fn create_conversation(
-        &self,
-        _input: CreateConversationInput,
-    ) -> Result<Conversation, RuntimeError> {
-        Err(RuntimeError::NotSupported("createConversation"))
-    }
-
-    async fn handle_user_message(
-        &self,
-        _input: UserMessageInput,
-    ) -> Result<SendMessageResult, RuntimeError> {
-        Err(RuntimeError::NotSupported("sendMessage"))
-    }
-
     async fn list_events(
         &self,
         _conversation_id: &str,

@@ -11,9 +11,8 @@ use async_trait::async_trait;
 use cairn_api::{ApiConfig, AuthConfig, MemoryApi, Profile};
 use cairn_memory::Engine;
 use cairn_runtime::{
-    Conversation, CreateConversationInput, HandlerOptions, Runtime, RuntimeError, RuntimeEvent,
-    SendMessageResult, UserMessageInput, VOICE_PROTOCOL, VoiceClientEvent, VoiceSession,
-    VoiceSocketIo, server_event,
+    HandlerOptions, Runtime, RuntimeError, RuntimeEvent, VOICE_PROTOCOL, VoiceClientEvent,
+    VoiceSession, VoiceSocketIo, server_event,
 };
 use cairn_server::{MemoryAuthorize, RUNTIME_BASE_PATH, ServerConfig, Services, serve};
 use futures_util::{SinkExt, StreamExt};
@@ -32,20 +31,6 @@ struct Tokens(Mutex<Vec<String>>);
 
 #[async_trait]
 impl Runtime for Tokens {
-    async fn create_conversation(
-        &self,
-        _input: CreateConversationInput,
-    ) -> Result<Conversation, RuntimeError> {
-        Err(RuntimeError::NotSupported("createConversation"))
-    }
-
-    async fn handle_user_message(
-        &self,
-        _input: UserMessageInput,
-    ) -> Result<SendMessageResult, RuntimeError> {
-        Err(RuntimeError::NotSupported("sendMessage"))
-    }
-
     async fn list_events(
         &self,
         _conversation_id: &str,
