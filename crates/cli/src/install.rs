@@ -118,27 +118,8 @@ pub(crate) fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
     if args.codex {
         install_codex(args, &mut changed)?;
     }
-    if !args.claude {
-        report("added", &changed);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let (hooks_file, mcp_file) = files(args)?;
-    let mut settings = read(&hooks_file)?;
-    for (event, matcher, command) in HOOKS {
-        if add_hook(&mut settings, event, *matcher, command) {
-            let on = matcher.map(|matcher| format!(" ({matcher})")).unwrap_or_default();
-            changed.push(format!("{}: hooks.{event}{on}: {command}", hooks_file.display()));
-        }
-    }
-    if !changed.is_empty() {
-        write(&hooks_file, &settings)?;
-    }
-    let mut mcp = read(&mcp_file)?;
-    let servers = object_at(&mut mcp, "mcpServers");
-    if !servers.contains_key("cairn") {
-        servers.insert("cairn".to_owned(), mcp_server());
-        write(&mcp_file, &mcp)?;
-        changed.push(format!("{}: mcpServers.cairn: cairn mcp", mcp_file.display()));
+    if args.claude {
+        install_claude(args, &mut changed)?;
     }
     report("added", &changed);
     Ok(ExitCode::SUCCESS)
@@ -150,19 +131,52 @@ pub(crate) fn uninstall(args: &InstallArgs) -> anyhow::Result<ExitCode> {
     if args.codex {
         uninstall_codex(args, &mut changed)?;
     }
-    if !args.claude {
-        report("removed", &changed);
-        return Ok(ExitCode::SUCCESS);
+    if args.claude {
+        uninstall_claude(args, &mut changed)?;
     }
+    report("removed", &changed);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Adds the hooks Claude Code lacks to its settings, and the MCP server when there is none.
+fn install_claude(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
+    let (hooks_file, mcp_file) = files(args)?;
+    let mut settings = read(&hooks_file)?;
+    let mut added = false;
+    for (event, matcher, command) in HOOKS {
+        if add_hook(&mut settings, event, *matcher, command) {
+            let on = matcher.map(|matcher| format!(" ({matcher})")).unwrap_or_default();
+            changed.push(format!("{}: hooks.{event}{on}: {command}", hooks_file.display()));
+            added = true;
+        }
+    }
+    if added {
+        write(&hooks_file, &settings)?;
+    }
+    let mut mcp = read(&mcp_file)?;
+    let servers = object_at(&mut mcp, "mcpServers");
+    if !servers.contains_key("cairn") {
+        servers.insert("cairn".to_owned(), mcp_server());
+        write(&mcp_file, &mcp)?;
+        changed.push(format!("{}: mcpServers.cairn: cairn mcp", mcp_file.display()));
+    }
+    Ok(())
+}
+
+/// Removes the hooks `install_claude` adds, and its MCP server while it is still the one it
+/// wrote.
+fn uninstall_claude(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
     let (hooks_file, mcp_file) = files(args)?;
     if hooks_file.exists() {
         let mut settings = read(&hooks_file)?;
+        let mut removed = false;
         for (event, matcher, command) in HOOKS {
             if remove_hook(&mut settings, event, *matcher, command) {
                 changed.push(format!("{}: hooks.{event}: {command}", hooks_file.display()));
+                removed = true;
             }
         }
-        if !changed.is_empty() {
+        if removed {
             write(&hooks_file, &settings)?;
         }
     }
@@ -179,8 +193,7 @@ pub(crate) fn uninstall(args: &InstallArgs) -> anyhow::Result<ExitCode> {
             changed.push(format!("{}: mcpServers.cairn", mcp_file.display()));
         }
     }
-    report("removed", &changed);
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 fn report(what: &str, changed: &[String]) {
