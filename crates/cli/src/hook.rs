@@ -185,20 +185,7 @@ async fn context_hook(args: ContextHookArgs, event_name: &str) -> ExitCode {
 /// learned from memories and outcomes were not consulted.
 async fn pre_tool_use(args: &HookArgs, command: &str, repo: Option<String>) -> ExitCode {
     let request = GuardRequest { action: command.to_owned(), repo };
-    let asked = match args.client.connect_with(args.timeout) {
-        Ok(client) => client.guard(&request).await.map_err(|error| error.to_string()),
-        Err(error) => Err(format!("{error:#}")),
-    };
-    let (verdict, unconsulted) = match asked {
-        Ok(verdict) => (verdict, None),
-        Err(reason) => (cairn_memory::built_in_verdict(command), Some(reason)),
-    };
-    let note = unconsulted.map(|reason| {
-        format!(
-            "the Cairn daemon could not answer ({reason}); only the built-in rules were \
-             checked, not the rules learned from memories and outcomes"
-        )
-    });
+    let (verdict, note) = crate::memories::verdict(&args.client, args.timeout, &request).await;
     if !verdict.allowed {
         for blocker in &verdict.blockers {
             eprintln!("Cairn blocked this command: {}", describe(blocker));

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use cairn_client::types::{
     CodingContextRequest, ConflictQuery, ConflictResolution, ContextRequest, DreamRequest,
-    EvidencePackRequest, GuardFinding, GuardRequest, Memory, MemoryListQuery, MemoryPatch,
-    NewMemory, OutcomeRequest, PatchEvidenceRequest, ResolutionAction, Scope, SearchQuery, Status,
+    EvidencePackRequest, GuardFinding, GuardRequest, GuardResult, Memory, MemoryListQuery,
+    MemoryPatch, NewMemory, OutcomeRequest, PatchEvidenceRequest, ResolutionAction, Scope,
+    SearchQuery, Status,
 };
 
 use crate::client::{ClientArgs, Paint, print_json};
@@ -361,17 +362,10 @@ pub(crate) struct GuardArgs {
 /// on stderr). A daemon that cannot answer in time leaves the built-in rules, checked here.
 pub(crate) async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
     let request = GuardRequest { action: args.action, repo: args.repo };
-    let asked = match args.output.client.connect_with(args.timeout) {
-        Ok(client) => client.guard(&request).await.map_err(|error| error.to_string()),
-        Err(error) => Err(format!("{error:#}")),
-    };
-    let result = asked.unwrap_or_else(|reason| {
-        eprintln!(
-            "cairn: the daemon could not answer ({reason}); only the built-in rules were \
-             checked, not the rules learned from memories and outcomes"
-        );
-        cairn_memory::built_in_verdict(&request.action)
-    });
+    let (result, unconsulted) = verdict(&args.output.client, args.timeout, &request).await;
+    if let Some(note) = &unconsulted {
+        eprintln!("cairn: {note}");
+    }
     if args.output.json {
         print_json(&result)?;
     }
@@ -383,6 +377,30 @@ pub(crate) async fn guard(args: GuardArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{} {}", paint.yellow("warning:"), describe(finding));
     }
     Ok(if result.allowed { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+/// The daemon's verdict on `request`; when it is down, failing or slower than `timeout`, the
+/// built-in rules' (which live in this binary too, so a guard never fails open), with a
+/// sentence saying what was not consulted.
+pub(crate) async fn verdict(
+    client: &ClientArgs,
+    timeout: std::time::Duration,
+    request: &GuardRequest,
+) -> (GuardResult, Option<String>) {
+    let asked = match client.connect_with(timeout) {
+        Ok(client) => client.guard(request).await.map_err(|error| error.to_string()),
+        Err(error) => Err(format!("{error:#}")),
+    };
+    match asked {
+        Ok(verdict) => (verdict, None),
+        Err(reason) => (
+            cairn_memory::built_in_verdict(&request.action),
+            Some(format!(
+                "the Cairn daemon could not answer ({reason}); only the built-in rules were \
+                 checked, not the rules learned from memories and outcomes"
+            )),
+        ),
+    }
 }
 
 /// A finding as one line: its message, code and the memory or outcome it rests on.
