@@ -50,40 +50,16 @@ where
         Operation::ListMemories => list_memories(engine, parse_query(query)?).await,
         Operation::CreateMemory => create_memory(engine, actor, json(input(body).await?)?).await,
         Operation::CreateMemories => {
-            // The request spent one write request when it arrived; a batch spends one per
-            // `MEMORIES_PER_WRITE_REQUEST` memories in all. What its declared size implies
-            // is spent before the body is read, so a caller over its limit cannot have large
-            // bodies read and parsed; the rest once the memories are counted.
-            // The memories spend the `bulk` budget (the request itself spent a `write`), so
-            // an import leaves the agent's writes alone.
-            let spend = |units: usize| match std::num::NonZeroU32::new(units as u32) {
-                Some(units) => {
-                    inner.limiter.check_n(RateClass::Bulk, &principal.id, units).map(drop)
-                }
-                None => Ok(()),
-            };
-            let declared = parts
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-            let spent_first = batch_requests_for_bytes(declared.unwrap_or(0));
-            spend(spent_first)?;
-            let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
-            let batch: NewMemoryBatch = json(bytes)?;
+            let batch: NewMemoryBatch = read_bulk(inner, principal, &parts.headers, body).await?;
             check_batch_size(batch.memories.len())?;
-            let owed = batch.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
-            spend(owed.saturating_sub(spent_first))?;
+            spend_bulk_rest(inner, principal, batch.memories.len(), &parts.headers)?;
             create_memories(engine, actor, batch).await
         }
         Operation::ImportMemories => {
-            let bytes = read_body(&parts.headers, body, crate::MAX_BATCH_BODY_BYTES).await?;
-            let import: cairn_types::MemoryImport = json(bytes)?;
+            let import: cairn_types::MemoryImport =
+                read_bulk(inner, principal, &parts.headers, body).await?;
             check_batch_size(import.memories.len())?;
-            // Spends the `bulk` budget as a batch of as many memories does.
-            let units = import.memories.len().div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
-            if let Some(units) = std::num::NonZeroU32::new(units as u32) {
-                inner.limiter.check_n(RateClass::Bulk, &principal.id, units)?;
-            }
+            spend_bulk_rest(inner, principal, import.memories.len(), &parts.headers)?;
             import_memories(engine, actor, import).await
         }
         Operation::GetMemory => get_memory(engine, id).await,
@@ -236,13 +212,61 @@ pub(crate) async fn import_memories(
     Ok(json_response(StatusCode::CREATED, &imported))
 }
 
-/// The write requests a batch body of `bytes` spends before it is read: one per the bytes
-/// of `MEMORIES_PER_WRITE_REQUEST` memories of the largest batch's average size, at least
-/// one (the request itself) and at most what the largest batch spends.
-fn batch_requests_for_bytes(bytes: u64) -> usize {
+// A batch's or an import's memories spend the `bulk` budget, one unit per
+// `MEMORIES_PER_WRITE_REQUEST` (the request itself spent a `write` when it arrived, so an
+// import leaves the agent's writes alone). What its declared size implies is spent before
+// its body is read, so a caller over its limit cannot have large bodies read and parsed;
+// the rest once its memories are counted.
+
+/// Spends what a bulk body's declared `Content-Length` implies, then reads and parses it.
+async fn read_bulk<B, T>(
+    inner: &Inner,
+    principal: &Principal,
+    headers: &http::HeaderMap,
+    body: B,
+) -> Result<T, ApiError>
+where
+    B: http_body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    T: DeserializeOwned,
+{
+    spend_bulk(inner, principal, bulk_units_for_bytes(declared_length(headers)))?;
+    json(read_body(headers, body, crate::MAX_BATCH_BODY_BYTES).await?)
+}
+
+/// Spends the rest of what `memories` cost beyond what [`read_bulk`] spent.
+fn spend_bulk_rest(
+    inner: &Inner,
+    principal: &Principal,
+    memories: usize,
+    headers: &http::HeaderMap,
+) -> Result<(), ApiError> {
+    let owed = memories.div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
+    let spent = bulk_units_for_bytes(declared_length(headers));
+    spend_bulk(inner, principal, owed.saturating_sub(spent))
+}
+
+fn spend_bulk(inner: &Inner, principal: &Principal, units: usize) -> Result<(), ApiError> {
+    match std::num::NonZeroU32::new(units as u32) {
+        Some(units) => inner.limiter.check_n(RateClass::Bulk, &principal.id, units).map(drop),
+        None => Ok(()),
+    }
+}
+
+fn declared_length(headers: &http::HeaderMap) -> u64 {
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The bulk units a body of `bytes` spends before it is read: one per the bytes of
+/// `MEMORIES_PER_WRITE_REQUEST` memories of the largest batch's average size, at least one
+/// and at most what the largest batch spends.
+fn bulk_units_for_bytes(bytes: u64) -> usize {
     let most = MAX_BATCH_MEMORIES.div_ceil(crate::MEMORIES_PER_WRITE_REQUEST);
-    let bytes_per_request = (crate::MAX_BATCH_BODY_BYTES / most) as u64;
-    (bytes.div_ceil(bytes_per_request) as usize).clamp(1, most)
+    let bytes_per_unit = (crate::MAX_BATCH_BODY_BYTES / most) as u64;
+    (bytes.div_ceil(bytes_per_unit) as usize).clamp(1, most)
 }
 
 fn check_batch_size(items: usize) -> Result<(), ApiError> {
