@@ -378,6 +378,7 @@ pub async fn serve(
             });
             let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
+                shared.watched.begun();
                 // What can be answered at once (health) is, without the handler's future.
                 if let Some(account) = shared.account_now()
                     && let Some(response) =

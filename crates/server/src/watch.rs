@@ -76,8 +76,13 @@ impl Watched {
     /// alone meanwhile, however long it writes nothing.
     pub(crate) fn busy(self: &Arc<Watched>) -> Busy {
         self.busy.fetch_add(1, Ordering::Relaxed);
-        self.requests.fetch_add(1, Ordering::Relaxed);
         Busy(self.clone())
+    }
+
+    /// Counts a request that arrived, whichever way it is answered (the health fast path
+    /// included): what an HTTP/2-capable connection's idleness is measured by.
+    pub(crate) fn begun(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -318,8 +323,7 @@ mod tests {
         let connection = open.register();
         let http2 = open.register();
         http2.watched.watch_requests();
-        let request = http2.watched.busy();
-        drop(request);
+        http2.watched.begun();
         let start = Instant::now();
         // An answer written: the quiet time starts again at the look that saw it.
         connection.watched.writes.fetch_add(1, Ordering::Relaxed);

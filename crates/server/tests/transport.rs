@@ -236,6 +236,29 @@ async fn http2_with_prior_knowledge_and_http1_are_both_served() {
     }
 }
 
+/// An HTTP/2 connection that asks for health (answered on the fast path) more often than
+/// the header timeout is busy, not stalled: the reaper counts every request it sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_answered_on_the_fast_path_stays_open() {
+    let timeout = Duration::from_millis(300);
+    let config = ServerConfig { header_read_timeout: timeout, ..ServerConfig::default() };
+    let daemon = daemon(config).await;
+    let stream = TcpStream::connect(daemon.address).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("an HTTP/2 connection");
+    tokio::spawn(connection);
+    for _ in 0..20 {
+        let request = http::Request::get(format!("http://{}/api/health", daemon.address))
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let response = sender.send_request(request).await.expect("the connection is open");
+        assert_eq!(response.status(), 200);
+        tokio::time::sleep(timeout / 3).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_the_request_in_flight_finish_then_closes() {
     let mut daemon = daemon(ServerConfig::default()).await;
