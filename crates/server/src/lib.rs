@@ -490,22 +490,18 @@ impl Connection {
         let has_body = !request.body().is_end_stream();
         let busy = self.watched.busy();
         async move {
-            // A burst of requests from one address waits briefly for its bodies to be read;
-            // slow senders that keep them all get 429.
-            let slot = match has_body {
-                false => None,
-                true => match self.slots.take(peer.ip(), BODY_BUDGET_WAIT).await {
-                    Some(slot) => Some(slot),
-                    None => return Ok(too_many_bodies(peer)),
-                },
-            };
-            // Room for the body in the daemon's budget, held until the handler has answered.
-            let reservation = match has_body {
-                false => None,
+            // A body needs a slot of its address's (a burst waits briefly for one; slow
+            // senders that keep them all get 429) and room in the daemon's budget, held
+            // until the handler has answered.
+            let (slot, reservation) = match has_body {
+                false => (None, None),
                 true => {
+                    let Some(slot) = self.slots.take(peer.ip(), BODY_BUDGET_WAIT).await else {
+                        return Ok(too_many_bodies(peer));
+                    };
                     let declared = request.body().size_hint().exact();
                     match self.budget.reserve(declared, BODY_BUDGET_WAIT).await {
-                        Ok(reservation) => Some(reservation),
+                        Ok(reservation) => (Some(slot), Some(reservation)),
                         Err(refusal) => {
                             // Read and dropped (never held), so the client, still sending,
                             // gets to read the answer instead of a reset connection.
