@@ -52,6 +52,14 @@ fn check_length(field: &str, text: &str) -> Result<(), ApiError> {
 /// Completes when the credential a request was let through with stops being valid.
 pub type CredentialEnds = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
+/// Resolves when `ends` does; never without one (a credential nothing revokes).
+pub(crate) async fn credential_ended(ends: &mut Option<CredentialEnds>) {
+    match ends {
+        Some(ends) => ends.await,
+        None => std::future::pending().await,
+    }
+}
+
 /// What [`Authorize::authorize`] decides.
 pub enum Authorization {
     /// Let the request through; the caller is told apart by its credentials (see

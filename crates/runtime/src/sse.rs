@@ -136,7 +136,7 @@ pub(crate) async fn stream_events(
                 let polling = appended.is_none();
                 tokio::select! {
                     biased;
-                    () = credential_ends(&mut ends) => {
+                    () = crate::handler::credential_ended(&mut ends) => {
                         let message = "the credential this stream was opened with was revoked \
                              or has expired";
                         let envelope = ErrorEnvelope::new(ErrorCode::Unauthorized, message);
@@ -168,14 +168,6 @@ pub(crate) async fn stream_events(
         }
     });
     Ok(sse_response(receiver))
-}
-
-/// Completes when the stream's credential stops being valid; never without one.
-async fn credential_ends(ends: &mut Option<crate::handler::CredentialEnds>) {
-    match ends {
-        Some(ends) => ends.await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Waits for the log to grow. Without a subscription it never returns; when the runtime

@@ -502,7 +502,7 @@ async fn serve_socket<S>(
             let frame = close_frame(CloseCode::Away, "the server is shutting down");
             Some(Closing { frame, drain: true })
         }
-        () = credential_ends(&mut credential) => {
+        () = crate::handler::credential_ended(&mut credential) => {
             let reason = "the credential this voice socket was started with was revoked or has expired";
             Some(Closing { frame: close_frame(CloseCode::Policy, reason), drain: false })
         }
@@ -567,14 +567,6 @@ async fn linger<S: AsyncRead + Unpin>(io: &mut S) {
 struct Closing {
     frame: CloseFrame,
     drain: bool,
-}
-
-/// Resolves when the socket's credential ends; never without one.
-async fn credential_ends(credential: &mut Option<crate::handler::CredentialEnds>) {
-    match credential {
-        Some(ends) => ends.await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Resolves when the handler shuts down; never when it cannot any more.
