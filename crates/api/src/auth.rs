@@ -41,8 +41,7 @@ pub enum PeerAccount {
 /// its streams within this long.
 pub const CREDENTIAL_CHECK: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Completes when a credential stops being valid (see [`Authenticator::credential_ends`]).
-pub type CredentialEnds = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+pub use cairn_http::CredentialEnds;
 
 /// Verifies bearer tokens: HS256 with a shared secret or RS256 with a public key.
 #[derive(Clone)]

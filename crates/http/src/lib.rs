@@ -14,3 +14,8 @@ pub use crate::body::{
     read_body,
 };
 pub use crate::error::ApiError;
+
+/// Completes when the credential a request was let through with stops being valid (revoked,
+/// expired): what the memory API's authentication hands the runtime, so the streams and
+/// sockets opened with the credential end with it.
+pub type CredentialEnds = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;

@@ -49,8 +49,7 @@ fn check_length(field: &str, text: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Completes when the credential a request was let through with stops being valid.
-pub type CredentialEnds = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+pub use cairn_http::CredentialEnds;
 
 /// Resolves when `ends` does; never without one (a credential nothing revokes).
 pub(crate) async fn credential_ended(ends: &mut Option<CredentialEnds>) {
