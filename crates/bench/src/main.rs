@@ -505,7 +505,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
 
     let guard = agents::guard_latencies(20);
     report.check(
-        "guard, built-in rules, one command p99 (the 472 of its table)".to_owned(),
+        "guard, built-in rules, one command p99 (every command of its table)".to_owned(),
         duration(guard.p99()),
         format!("≤ {}", duration(budget::GUARD_P99)),
         guard.p99() <= budget::GUARD_P99,

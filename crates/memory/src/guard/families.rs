@@ -4,7 +4,7 @@
 //! PowerShell's and `cmd`'s deletes, and decoded payloads run as code. A blocker where the
 //! action cannot be undone; a warning where it is destructive but scoped.
 
-use super::{Findings, Target, classify};
+use super::{Findings, Target, classify, operands};
 use crate::shell::{Command, Script, file_name};
 
 /// Runners that run a tool named by their first argument (`npx prisma …`, `bundle exec
@@ -61,67 +61,48 @@ const CLOUD_VALUE_OPTIONS: &[&str] = &[
     "--resource-group",
 ];
 
-/// The words of `args` that are not options nor the values of `value_options`.
-fn operands_of<'a>(args: &[&'a str], value_options: &[&str]) -> Vec<&'a str> {
-    let mut operands = Vec::new();
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
-        if value_options.contains(word) {
-            words.next();
-        } else if !word.starts_with('-') {
-            operands.push(*word);
-        }
-    }
-    operands
-}
-
 pub(super) fn check(command: &Command, findings: &mut Findings) {
     let (tool, args) = tool_and_args(command);
     let display = command.display();
     let has =
         |flag: &str| args.iter().any(|arg| *arg == flag || arg.starts_with(&format!("{flag}=")));
-    let operands: Vec<&str> = args.iter().copied().filter(|arg| !arg.starts_with('-')).collect();
+    let positional = operands(args.iter().copied(), &[]);
     match tool.as_str() {
-        "aws" => check_aws(&display, &operands_of(&args, CLOUD_VALUE_OPTIONS), &has, findings),
+        "aws" => check_aws(
+            &display,
+            &operands(args.iter().copied(), CLOUD_VALUE_OPTIONS),
+            &has,
+            findings,
+        ),
         "gsutil" => {
             let recursive = args.iter().any(|arg| matches!(*arg, "-r" | "-R" | "-rf" | "-fr"));
-            if operands.contains(&"rb") || (operands.contains(&"rm") && recursive) {
+            if positional.contains(&"rb") || (positional.contains(&"rm") && recursive) {
                 block_cloud(findings, &display, "deletes a bucket's objects for good");
             }
         }
-        "gcloud" if operands.contains(&"delete") => {
+        "gcloud" if positional.contains(&"delete") => {
             let vital = ["projects", "sql", "buckets", "spanner", "bigtable", "filestore"];
-            if operands.iter().any(|operand| vital.contains(operand)) {
+            if positional.iter().any(|operand| vital.contains(operand)) {
                 block_cloud(findings, &display, "deletes a project or a database for good");
             } else {
                 warn(findings, "CLOUD_DELETE", &display, "deletes cloud resources");
             }
         }
-        "az" if operands.contains(&"delete") => {
-            if operands.starts_with(&["group", "delete"]) || operands.contains(&"sql") {
+        "az" if positional.contains(&"delete") => {
+            if positional.starts_with(&["group", "delete"]) || positional.contains(&"sql") {
                 block_cloud(findings, &display, "deletes a resource group or a database for good");
             } else {
                 warn(findings, "CLOUD_DELETE", &display, "deletes cloud resources");
             }
         }
-        "helm" if matches!(operands.first(), Some(&("uninstall" | "delete" | "del" | "un"))) => {
-            warn(findings, "CLUSTER_DELETE", &display, "removes a release and its resources");
-        }
-        "kubectl" if operands.first() == Some(&"delete") => {
-            let kind = operands.get(1).copied().unwrap_or_default();
-            let data = ["pvc", "pv", "persistentvolumeclaim", "persistentvolume", "statefulset"];
-            if data.iter().any(|data| kind.starts_with(data)) {
-                warn(findings, "CLUSTER_DELETE", &display, "deletes volumes and the data in them");
-            }
-        }
         "prisma"
-            if operands.starts_with(&["migrate", "reset"])
-                || (operands.starts_with(&["db", "push"]) && has("--force-reset")) =>
+            if positional.starts_with(&["migrate", "reset"])
+                || (positional.starts_with(&["db", "push"]) && has("--force-reset")) =>
         {
             block_reset(findings, &display);
         }
         "rails" | "rake" | "rails.rb"
-            if operands.iter().any(|task| {
+            if positional.iter().any(|task| {
                 matches!(
                     *task,
                     "db:drop"
@@ -136,26 +117,26 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
             block_reset(findings, &display);
         }
         "manage.py" | "django-admin" | "django-admin.py"
-            if matches!(operands.first(), Some(&("flush" | "reset_db" | "sqlflush"))) =>
+            if matches!(positional.first(), Some(&("flush" | "reset_db" | "sqlflush"))) =>
         {
             block_reset(findings, &display);
         }
-        "alembic" if operands.starts_with(&["downgrade", "base"]) => {
+        "alembic" if positional.starts_with(&["downgrade", "base"]) => {
             block_reset(findings, &display)
         }
-        "knex" if operands.first() == Some(&"migrate:rollback") && has("--all") => {
+        "knex" if positional.first() == Some(&"migrate:rollback") && has("--all") => {
             block_reset(findings, &display);
         }
         "sequelize" | "sequelize-cli"
-            if matches!(operands.first(), Some(&("db:drop" | "db:migrate:undo:all"))) =>
+            if matches!(positional.first(), Some(&("db:drop" | "db:migrate:undo:all"))) =>
         {
             block_reset(findings, &display);
         }
-        "typeorm" | "typeorm-ts-node-commonjs" if operands.first() == Some(&"schema:drop") => {
+        "typeorm" | "typeorm-ts-node-commonjs" if positional.first() == Some(&"schema:drop") => {
             block_reset(findings, &display);
         }
         "redis-cli"
-            if operands.iter().any(|word| {
+            if positional.iter().any(|word| {
                 word.eq_ignore_ascii_case("flushall") || word.eq_ignore_ascii_case("flushdb")
             }) =>
         {
@@ -165,9 +146,9 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
             block_reset(findings, &display);
         }
         "docker" | "podman" | "docker-compose" | "podman-compose" => {
-            check_containers(&tool, &display, &args, &operands, findings);
+            check_containers(&tool, &display, &args, &positional, findings);
         }
-        "git" => check_discard(&display, &args, &operands, findings),
+        "git" => check_discard(&display, &args, &positional, findings),
         "kill" => {
             // The signal comes first (`-9`, `-KILL`, `-s KILL`); `-1` after it is every
             // process the caller may signal.
@@ -252,11 +233,11 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
         "format-volume" | "clear-disk" | "format" | "diskpart" => {
             findings.block("DISK_OVERWRITE", format!("`{display}` erases a disk or a volume"))
         }
-        "truncate" if operands.iter().any(|path| is_system_path(path)) => {
+        "truncate" if positional.iter().any(|path| is_system_path(path)) => {
             findings.block("DESTRUCTIVE_DELETE", format!("`{display}` empties a system file"));
         }
         "rsync" if has("--delete") || args.iter().any(|arg| arg.starts_with("--delete")) => {
-            match operands.last().map(|destination| classify(destination)) {
+            match positional.last().map(|destination| classify(destination)) {
                 Some(target) if target.is_vital() || target == Target::Here => findings.block(
                     "DESTRUCTIVE_DELETE",
                     format!("`{display}` deletes what its source lacks from {}", target.describe()),
@@ -271,7 +252,7 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
             }
         }
         "shred"
-            if operands.iter().any(|path| is_system_path(path) || classify(path).is_vital()) =>
+            if positional.iter().any(|path| is_system_path(path) || classify(path).is_vital()) =>
         {
             findings.block("DESTRUCTIVE_DELETE", format!("`{display}` overwrites system files"));
         }

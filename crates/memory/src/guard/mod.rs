@@ -280,7 +280,7 @@ fn check_command(command: &Command, script: &Script, depth: usize, findings: &mu
             format!("`{}` drops a whole database and all its data", command.display()),
         ),
         "docker" | "podman" => check_docker(command, findings),
-        "kubectl" | "terraform" | "tofu" | "pulumi" => {
+        "kubectl" | "helm" | "terraform" | "tofu" | "pulumi" => {
             check_infrastructure(&program, command, findings);
         }
         "shutdown" | "reboot" | "halt" | "poweroff" | "init" | "telinit" | "systemctl" => {
@@ -1024,17 +1024,21 @@ fn is_short_group_ending(text: &str, letter: char) -> bool {
 
 /// The arguments that are not options, skipping the values of `value_options`.
 fn positionals<'a>(args: &'a [Word], value_options: &[&str]) -> Vec<&'a str> {
-    let mut positionals = Vec::new();
-    let mut words = args.iter();
+    operands(args.iter().map(|word| word.text.as_str()), value_options)
+}
+
+/// The words that are not options nor the values of `value_options` (`-n prod`).
+fn operands<'a>(words: impl IntoIterator<Item = &'a str>, value_options: &[&str]) -> Vec<&'a str> {
+    let mut operands = Vec::new();
+    let mut words = words.into_iter();
     while let Some(word) = words.next() {
-        let text = word.text.as_str();
-        if value_options.contains(&text) {
+        if value_options.contains(&word) {
             words.next();
-        } else if !text.starts_with('-') {
-            positionals.push(text);
+        } else if !word.starts_with('-') {
+            operands.push(word);
         }
     }
-    positionals
+    operands
 }
 
 fn check_docker(command: &Command, findings: &mut Findings) {
@@ -1077,37 +1081,52 @@ fn check_infrastructure(program: &str, command: &Command, findings: &mut Finding
         "-s",
         "--server",
         "--field-selector",
+        "--kube-context",
     ];
+    /// Kinds whose deletion takes their data with them.
+    const DATA_KINDS: &[&str] =
+        &["pvc", "pv", "persistentvolumeclaim", "persistentvolume", "statefulset"];
     let args = command.args();
     let display = command.display();
     let options = Arguments::read(args);
-    let message = match (program, positionals(args, KUBECTL_VALUES).as_slice()) {
-        ("terraform" | "tofu", ["destroy", ..]) => {
-            Some(format!("`{display}` destroys every resource the configuration manages"))
-        }
-        ("terraform" | "tofu", ["apply", ..]) if options.long("-destroy") => {
-            Some(format!("`{display}` destroys every resource the configuration manages"))
-        }
+    let (code, message) = match (program, positionals(args, KUBECTL_VALUES).as_slice()) {
+        ("terraform" | "tofu", ["destroy", ..]) => (
+            "INFRASTRUCTURE_DESTROY",
+            format!("`{display}` destroys every resource the configuration manages"),
+        ),
+        ("terraform" | "tofu", ["apply", ..]) if options.long("-destroy") => (
+            "INFRASTRUCTURE_DESTROY",
+            format!("`{display}` destroys every resource the configuration manages"),
+        ),
         ("pulumi", ["destroy", ..]) => {
-            Some(format!("`{display}` destroys every resource of the stack"))
+            ("INFRASTRUCTURE_DESTROY", format!("`{display}` destroys every resource of the stack"))
         }
         ("kubectl", ["delete", kind, ..])
             if matches!(*kind, "namespace" | "namespaces" | "ns")
                 || kind.starts_with("namespace/")
                 || kind.starts_with("ns/") =>
         {
-            Some(format!("`{display}` deletes the namespace and everything in it"))
+            (
+                "INFRASTRUCTURE_DESTROY",
+                format!("`{display}` deletes the namespace and everything in it"),
+            )
         }
         ("kubectl", ["delete", ..])
             if options.long("--all") || options.long("--all-namespaces") || options.short('A') =>
         {
-            Some(format!("`{display}` deletes every matching resource"))
+            ("INFRASTRUCTURE_DESTROY", format!("`{display}` deletes every matching resource"))
         }
-        _ => None,
+        ("kubectl", ["delete", kind, ..])
+            if DATA_KINDS.iter().any(|data| kind.starts_with(data)) =>
+        {
+            ("CLUSTER_DELETE", format!("`{display}` deletes volumes and the data in them"))
+        }
+        ("helm", [verb, ..]) if matches!(*verb, "uninstall" | "delete" | "del" | "un") => {
+            ("CLUSTER_DELETE", format!("`{display}` removes a release and its resources"))
+        }
+        _ => return,
     };
-    if let Some(message) = message {
-        findings.warn("INFRASTRUCTURE_DESTROY", message);
-    }
+    findings.warn(code, message);
 }
 
 fn check_power(program: &str, command: &Command, findings: &mut Findings) {
