@@ -1,6 +1,6 @@
 //! The guard's rules for the tools that delete at scale, by family rather than by string:
-//! cloud and cluster command lines, ORMs and frameworks that reset databases, container
-//! volumes and host mounts, discarding uncommitted work, process and scheduler wipes,
+//! cloud command lines, ORMs and frameworks that reset databases, container
+//! volumes and host mounts, process and scheduler wipes,
 //! PowerShell's and `cmd`'s deletes, and decoded payloads run as code. A blocker where the
 //! action cannot be undone; a warning where it is destructive but scoped.
 
@@ -148,7 +148,6 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
         "docker" | "podman" | "docker-compose" | "podman-compose" => {
             check_containers(&tool, &display, &args, &positional, findings);
         }
-        "git" => check_discard(&display, &args, &positional, findings),
         "kill" => {
             // The signal comes first (`-9`, `-KILL`, `-s KILL`); `-1` after it is every
             // process the caller may signal.
@@ -236,7 +235,7 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
         "truncate" if positional.iter().any(|path| is_system_path(path)) => {
             findings.block("DESTRUCTIVE_DELETE", format!("`{display}` empties a system file"));
         }
-        "rsync" if has("--delete") || args.iter().any(|arg| arg.starts_with("--delete")) => {
+        "rsync" if args.iter().any(|arg| arg.starts_with("--delete")) => {
             match positional.last().map(|destination| classify(destination)) {
                 Some(target) if target.is_vital() || target == Target::Here => findings.block(
                     "DESTRUCTIVE_DELETE",
@@ -379,29 +378,6 @@ fn check_containers(
             ),
             _ => {}
         }
-    }
-}
-
-/// `git checkout -- .`, `git restore .`, `git stash clear`: uncommitted work discarded.
-fn check_discard(display: &str, args: &[&str], operands: &[&str], findings: &mut Findings) {
-    let subcommand = operands.first().copied().unwrap_or_default();
-    let whole_tree = |paths: &[&str]| {
-        paths.iter().any(|path| matches!(*path, "." | ":/" | "*" | "./" | ":(top)"))
-    };
-    let paths: Vec<&str> = operands.iter().skip(1).copied().collect();
-    let discards = match subcommand {
-        "checkout" => args.contains(&"--") && whole_tree(&paths) || (paths == ["."]),
-        "restore" => {
-            !args.contains(&"--staged") && whole_tree(&paths)
-                || (args.contains(&"--staged")
-                    && args.contains(&"--worktree")
-                    && whole_tree(&paths))
-        }
-        "stash" => matches!(paths.first(), Some(&("clear" | "drop"))),
-        _ => false,
-    };
-    if discards {
-        warn(findings, "DISCARD_CHANGES", display, "discards uncommitted work for good");
     }
 }
 

@@ -28,21 +28,23 @@
 //!   Forced to another branch: warn, `FORCE_PUSH` (a feature branch is usually one person's).
 //!   Forced with no branch named: warn, `FORCE_PUSH`, because the current branch cannot be
 //!   known from the text and may be protected. `git reset --hard`: warn, `HARD_RESET`;
-//!   `git clean -f…`: warn, `GIT_CLEAN`.
+//!   `git clean -f…`: warn, `GIT_CLEAN`; `git checkout -- .`, `git restore .`, `git stash
+//!   clear|drop`: warn, `DISCARD_CHANGES`.
+//! - `terraform destroy`, `kubectl delete namespace`, `pulumi destroy`: warn,
+//!   `INFRASTRUCTURE_DESTROY`; `kubectl delete` of volumes or stateful sets and `helm
+//!   uninstall`: warn, `CLUSTER_DELETE`.
 //! - SQL: `DROP TABLE|DATABASE|SCHEMA` and `dropdb`: block, `DROP_TABLE`; `TRUNCATE`: block,
 //!   `TRUNCATE_TABLE`; `DELETE FROM x` without `WHERE`: warn, `UNBOUNDED_DELETE`.
 //! - A download run as code (`curl … | sh`, `bash <(curl …)`, `sh -c "$(curl …)"`): block,
 //!   `PIPE_TO_SHELL`. Reading a download (`cat <(curl …)`, `curl … | jq`) is fine.
-//! - `terraform destroy`, `kubectl delete namespace`, `pulumi destroy`: warn,
-//!   `INFRASTRUCTURE_DESTROY`; `docker system prune -a`, `docker volume prune`: warn,
+//! - `docker system prune -a`, `docker volume prune`: warn,
 //!   `DOCKER_PRUNE`. They are everyday operations somewhere, so they ask rather than refuse.
 //! - `shutdown`, `reboot`, `halt`, `poweroff`, `init 0`: warn, `SHUTDOWN`.
 //! - Nesting past the parser's depth: warn, `NESTING_TOO_DEEP` (the rest is still checked
 //!   word by word).
-//! - The tools that delete at scale, by family (`families.rs`): cloud and cluster deletes
-//!   (`CLOUD_DELETE`, `CLUSTER_DELETE`), database resets through ORMs and frameworks
-//!   (`DATABASE_RESET`), container volumes and host mounts (`VOLUME_DELETE`, `HOST_MOUNT`),
-//!   discarding uncommitted work (`DISCARD_CHANGES`), process and scheduler wipes
+//! - The tools that delete at scale, by family (`families.rs`): cloud deletes
+//!   (`CLOUD_DELETE`), database resets through ORMs and frameworks (`DATABASE_RESET`),
+//!   container volumes and host mounts (`VOLUME_DELETE`, `HOST_MOUNT`), process and scheduler wipes
 //!   (`PROCESS_WIPE`, `SCHEDULE_WIPE`), PowerShell's and `cmd`'s deletes of a drive, a system
 //!   directory or a home, and decoded payloads run as code (`DECODED_PAYLOAD`). The action is
 //!   read again as a shell would run it (`$IFS` between words, `$(echo rm)`) and as
@@ -732,7 +734,26 @@ fn check_git(command: &Command, findings: &mut Findings) {
                 findings.warn("GIT_CLEAN", format!("`{display}` deletes untracked files for good"));
             }
         }
+        "checkout" | "restore" | "stash" if discards_work(subcommand, args) => {
+            findings
+                .warn("DISCARD_CHANGES", format!("`{display}` discards uncommitted work for good"));
+        }
         _ => {}
+    }
+}
+
+/// `git checkout -- .`, `git restore .`, `git stash clear`/`drop`: uncommitted work thrown
+/// away, with no copy kept.
+fn discards_work(subcommand: &str, args: &[Word]) -> bool {
+    let has = |flag: &str| args.iter().any(|word| word.text == flag);
+    let paths = positionals(args, &[]);
+    let whole_tree = paths.iter().any(|path| matches!(*path, "." | ":/" | "*" | "./" | ":(top)"));
+    match subcommand {
+        "checkout" => (has("--") && whole_tree) || paths == ["."],
+        // `--staged` alone restores the index, not the work tree.
+        "restore" => whole_tree && (!has("--staged") || has("--worktree")),
+        "stash" => matches!(paths.first(), Some(&("clear" | "drop"))),
+        _ => false,
     }
 }
 
