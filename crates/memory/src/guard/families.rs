@@ -4,7 +4,7 @@
 //! PowerShell's and `cmd`'s deletes, and decoded payloads run as code. A blocker where the
 //! action cannot be undone; a warning where it is destructive but scoped.
 
-use super::{Findings, Target, classify, operands};
+use super::{Arguments, Findings, Target, classify, operands, positionals};
 use crate::shell::{Command, Script, file_name};
 
 /// Runners that run a tool named by their first argument (`npx prisma …`, `bundle exec
@@ -146,7 +146,7 @@ pub(super) fn check(command: &Command, findings: &mut Findings) {
             block_reset(findings, &display);
         }
         "docker" | "podman" | "docker-compose" | "podman-compose" => {
-            check_containers(&tool, &display, &args, &positional, findings);
+            check_containers(&tool, command, findings);
         }
         "kill" => {
             // The signal comes first (`-9`, `-KILL`, `-s KILL`); `-1` after it is every
@@ -320,34 +320,40 @@ fn check_aws(
     }
 }
 
-fn check_containers(
-    tool: &str,
-    display: &str,
-    args: &[&str],
-    operands: &[&str],
-    findings: &mut Findings,
-) {
-    let compose = tool.ends_with("-compose") || operands.first() == Some(&"compose");
-    let volumes_flag = args.iter().any(|arg| matches!(*arg, "-v" | "--volumes"));
-    if compose && operands.contains(&"down") && volumes_flag {
-        warn(
-            findings,
-            "VOLUME_DELETE",
-            display,
-            "deletes the project's volumes and the data in them",
-        );
+/// Containers: pruning, volumes deleted, and host directories mounted into a container.
+fn check_containers(tool: &str, command: &Command, findings: &mut Findings) {
+    let args = command.args();
+    let display = command.display();
+    let options = Arguments::read(args);
+    let operands = positionals(args, &["-H", "--host", "--context", "-c", "--config", "-l"]);
+    match operands.as_slice() {
+        ["system", "prune", ..]
+            if options.short('a') || options.long("--all") || options.long("--volumes") =>
+        {
+            let what = "deletes every unused image, container, network and build cache";
+            warn(findings, "DOCKER_PRUNE", &display, what);
+        }
+        ["volume", "prune", ..] => {
+            warn(findings, "DOCKER_PRUNE", &display, "deletes unused volumes and the data in them");
+        }
+        ["volume", "rm", ..] => {
+            warn(findings, "VOLUME_DELETE", &display, "deletes volumes and the data in them");
+        }
+        _ => {}
     }
-    if operands.starts_with(&["volume", "rm"]) {
-        warn(findings, "VOLUME_DELETE", display, "deletes volumes and the data in them");
+    let compose = tool.ends_with("-compose") || operands.first() == Some(&"compose");
+    if compose && operands.contains(&"down") && (options.short('v') || options.long("--volumes")) {
+        let what = "deletes the project's volumes and the data in them";
+        warn(findings, "VOLUME_DELETE", &display, what);
     }
     if !matches!(operands.first(), Some(&("run" | "create"))) || compose {
         return;
     }
     // Host mounts: `-v /:/host`, `--volume=/etc:/etc`, `--mount type=bind,source=/,target=/h`.
-    let mut words = args.iter();
+    let mut words = args.iter().map(|word| word.text.as_str());
     while let Some(arg) = words.next() {
-        let spec = match *arg {
-            "-v" | "--volume" | "--mount" => words.next().copied().unwrap_or_default(),
+        let spec = match arg {
+            "-v" | "--volume" | "--mount" => words.next().unwrap_or_default(),
             other => other
                 .strip_prefix("--volume=")
                 .or_else(|| other.strip_prefix("--mount="))
@@ -373,7 +379,7 @@ fn check_containers(
             target if target.is_vital() && !read_only => warn(
                 findings,
                 "HOST_MOUNT",
-                display,
+                &display,
                 &format!("gives a container write access to {}", target.describe()),
             ),
             _ => {}

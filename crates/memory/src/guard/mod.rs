@@ -281,7 +281,6 @@ fn check_command(command: &Command, script: &Script, depth: usize, findings: &mu
             "DROP_TABLE",
             format!("`{}` drops a whole database and all its data", command.display()),
         ),
-        "docker" | "podman" => check_docker(command, findings),
         "kubectl" | "helm" | "terraform" | "tofu" | "pulumi" => {
             check_infrastructure(&program, command, findings);
         }
@@ -1060,29 +1059,6 @@ fn operands<'a>(words: impl IntoIterator<Item = &'a str>, value_options: &[&str]
         }
     }
     operands
-}
-
-fn check_docker(command: &Command, findings: &mut Findings) {
-    let args = command.args();
-    let options = Arguments::read(args);
-    let display = command.display();
-    match positionals(args, &["-H", "--host", "--context", "-c", "--config", "-l"]).as_slice() {
-        ["system", "prune", ..]
-            if options.short('a') || options.long("--all") || options.long("--volumes") =>
-        {
-            findings.warn(
-                "DOCKER_PRUNE",
-                format!(
-                    "`{display}` deletes every unused image, container, network and build cache"
-                ),
-            );
-        }
-        ["volume", "prune", ..] => findings.warn(
-            "DOCKER_PRUNE",
-            format!("`{display}` deletes unused volumes and the data in them"),
-        ),
-        _ => {}
-    }
 }
 
 fn check_infrastructure(program: &str, command: &Command, findings: &mut Findings) {
