@@ -135,32 +135,14 @@ impl Daemon {
         body: Body<'_>,
         headers: &[(&str, &str)],
     ) -> Reply {
-        let response = self.send(method, path, body, headers, &[]).await;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let raw = response.into_body().collect().await.unwrap().to_bytes();
-        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        Reply { status, headers, body, text }
+        let response = self.send(method.clone(), path, body, headers, &[]).await;
+        read_reply(response).await.unwrap_or_else(|error| panic!("{method} {path}: {error}"))
     }
 
     /// A JSON POST whose failure (a daemon killed under it) is an `Err`, not a panic.
     pub async fn try_post(&self, path: &str, body: Value) -> Result<Reply, String> {
-        let bytes = Bytes::from(serde_json::to_vec(&body).unwrap());
-        let request = hyper::Request::post(format!("{}{path}", self.base_url))
-            .header("content-type", "application/json")
-            .body(Full::new(bytes))
-            .unwrap();
-        let response = tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
-            .await
-            .map_err(|_| format!("POST {path} timed out"))?
-            .map_err(|error| format!("POST {path} failed: {error}"))?;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let raw = response.into_body().collect().await.map_err(|error| error.to_string())?;
-        let raw = raw.to_bytes();
-        let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-        Ok(Reply { status, headers, body, text: String::from_utf8_lossy(&raw).into_owned() })
+        let response = self.try_send(Method::POST, path, Body::Json(body), &[], &[]).await?;
+        read_reply(response).await
     }
 
     pub async fn get(&self, path: &str) -> Reply {
@@ -342,6 +324,19 @@ impl Daemon {
         headers: &[(&str, &str)],
         more_headers: &[(&str, &str)],
     ) -> hyper::Response<hyper::body::Incoming> {
+        let sent = self.try_send(method, path, body, headers, more_headers).await;
+        sent.unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// [`Daemon::send`], answering a timeout or a failed connection as an `Err`.
+    async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body<'_>,
+        headers: &[(&str, &str)],
+        more_headers: &[(&str, &str)],
+    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
         let bytes = match body {
             Body::None => Bytes::new(),
             Body::Json(value) => Bytes::from(serde_json::to_vec(&value).unwrap()),
@@ -357,9 +352,19 @@ impl Daemon {
         let request = request.body(Full::new(bytes)).unwrap();
         tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
             .await
-            .unwrap_or_else(|_| panic!("{method} {path} timed out"))
-            .unwrap_or_else(|error| panic!("{method} {path} failed: {error}"))
+            .map_err(|_| format!("{method} {path} timed out"))?
+            .map_err(|error| format!("{method} {path} failed: {error}"))
     }
+}
+
+/// A whole response: status, headers, the body as JSON (`null` when not JSON) and as text.
+async fn read_reply(response: hyper::Response<hyper::body::Incoming>) -> Result<Reply, String> {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let raw = response.into_body().collect().await.map_err(|error| error.to_string())?;
+    let raw = raw.to_bytes();
+    let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    Ok(Reply { status, headers, body, text: String::from_utf8_lossy(&raw).into_owned() })
 }
 
 /// How long a stream may stay silent before a read gives up: generous, for slow machines.
