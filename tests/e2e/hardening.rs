@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::util::{Body, Daemon, create_key, run_with_input};
+use crate::util::{Body, Daemon, create_key, opened_prompt, run_with_input};
 
 /// A connection to `to` from the loopback address `127.0.0.<last>`.
 async fn connect_from(last: u8, to: SocketAddr) -> TcpStream {
@@ -198,14 +198,7 @@ async fn widget_outputs_are_checked_against_their_prompt_and_payloads_default_to
         )
         .await;
     assert_eq!(sent.status, 200, "{sent:?}");
-    let opened = sent.body["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|event| event["type"] == "prompt.opened")
-        .cloned()
-        .expect("a form is opened");
-    let prompt_id = opened["data"]["promptId"].as_str().unwrap();
+    let prompt_id = opened_prompt(&sent.body).expect("a form is opened");
     let widgets = format!("{RUNTIME}/conversations/{id}/widgets");
     let before = daemon.get(&format!("{RUNTIME}/conversations/{id}/events")).await.body["events"]
         .as_array()
@@ -238,14 +231,7 @@ async fn widget_outputs_are_checked_against_their_prompt_and_payloads_default_to
     // No payload: an empty object, which the event's schema (no required field) takes.
     let started = daemon.post(&journey, json!({"eventName": "feedback.requested"})).await;
     assert_eq!(started.status, 201, "{started:?}");
-    let rating = started.body["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|event| event["type"] == "prompt.opened")
-        .cloned()
-        .expect("a rating is opened");
-    let rating_id = rating["data"]["promptId"].as_str().unwrap();
+    let rating_id = opened_prompt(&started.body).expect("a rating is opened");
     let widgets = format!("{RUNTIME}/conversations/{other}/widgets");
     let refused = daemon
         .post(

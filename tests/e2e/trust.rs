@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{Daemon, create_key, run_cairn};
+use crate::util::{Daemon, create_key, opened_prompt, run_cairn};
 
 /// Sends the headers of a POST that promises 100 bytes, and 11 of them.
 fn slow_post(base_url: &str) -> TcpStream {
@@ -189,13 +189,7 @@ async fn book_demo(daemon: &Daemon, channel: serde_json::Value, name: &str, emai
     let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
     let messages = format!("/api/runtime/conversations/{id}/messages");
     let asked = daemon.post(&messages, json!({"message": "I would like to book a demo"})).await;
-    let prompt = asked.body["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|event| event["type"] == "prompt.opened")
-        .unwrap_or_else(|| panic!("a form: {asked:?}"))["data"]["promptId"]
-        .clone();
+    let prompt = opened_prompt(&asked.body).unwrap_or_else(|| panic!("a form: {asked:?}"));
     let form =
         json!({"promptId": prompt, "widgetKind": "form", "output": {"name": name, "email": email}});
     let submitted = daemon.post(&format!("/api/runtime/conversations/{id}/widgets"), form).await;
