@@ -19,7 +19,7 @@ use std::time::Duration;
 use cairn_store::{LockAttempt, Result, SharedLock, StoreError};
 use tokio::sync::oneshot;
 
-use crate::{PgStore, lock_key, pg, spawn};
+use crate::{PgStore, lock_key, pg};
 
 /// How long a wait for a lock may last: as long as a request may (a language model's step
 /// behind another one), not a pool's few seconds.
@@ -121,13 +121,9 @@ async fn try_key(store: &PgStore, key: i64) -> Result<Option<Held>> {
             .await;
             match attempt {
                 Ok(Some(client)) => Ok(Some(Held { key, client, store: store.clone() })),
-                Ok(None) => {
+                busy_or_failed => {
                     store.lock_session().forget(key);
-                    Ok(None)
-                }
-                Err(error) => {
-                    store.lock_session().forget(key);
-                    Err(error)
+                    busy_or_failed.map(|_| None)
                 }
             }
         }
@@ -161,12 +157,8 @@ pub(crate) async fn lock(store: &PgStore, name: &str) -> Result<SharedLock> {
 /// Takes the lock `name` when no one holds it.
 pub(crate) async fn try_lock(store: &PgStore, name: &str) -> Result<LockAttempt> {
     let key = lock_key(store.schema(), name);
-    let store = store.clone();
-    spawn(async move {
-        Ok(match try_key(&store, key).await? {
-            Some(held) => LockAttempt::Held(SharedLock::new(held)),
-            None => LockAttempt::Busy,
-        })
+    Ok(match try_key(store, key).await? {
+        Some(held) => LockAttempt::Held(SharedLock::new(held)),
+        None => LockAttempt::Busy,
     })
-    .await
 }
