@@ -31,9 +31,8 @@ pub fn check_output(kind: &str, input: &Value, output: &Value) -> Result<(), Str
             let value = required(fields()?, "date")?;
             let date = value
                 .as_str()
-                .filter(|date| is_date(date))
                 .ok_or_else(|| format!("output.date: a date as YYYY-MM-DD, not {value}"))?;
-            check_bounds("date", date, input)
+            check_date("date", date, input)
         }
         "confirm" => match required(fields()?, "confirmed")? {
             Value::Bool(_) => Ok(()),
@@ -135,17 +134,11 @@ fn check_field(field: &Field<'_>, value: &Value) -> Result<(), String> {
                 return Err(format!("output.{name}: an e-mail address, not {text:?}"));
             }
             if kind == "date" {
-                if !is_date(text) {
-                    return Err(format!("output.{name}: a date as YYYY-MM-DD, not {text:?}"));
-                }
-                check_bounds(name, text, field.spec.unwrap_or(&Value::Null))?;
+                check_date(name, text, field.spec.unwrap_or(&Value::Null))?;
             }
         }
     }
-    match field.spec.and_then(|spec| spec.get("options")) {
-        Some(options) => check_option(Some(options), name, value),
-        None => Ok(()),
-    }
+    check_option(field.spec.and_then(|spec| spec.get("options")), name, value)
 }
 
 /// `value` is one of `options` (strings or `{value}` objects) when there are options.
@@ -158,8 +151,11 @@ fn check_option(options: Option<&Value>, name: &str, value: &Value) -> Result<()
     Err(format!("output.{name}: {value} is not one of the options"))
 }
 
-/// A date within `input.min` / `input.max` (ISO dates compare as text).
-fn check_bounds(name: &str, date: &str, input: &Value) -> Result<(), String> {
+/// A `YYYY-MM-DD` date within `input.min` / `input.max` (ISO dates compare as text).
+fn check_date(name: &str, date: &str, input: &Value) -> Result<(), String> {
+    if !is_date(date) {
+        return Err(format!("output.{name}: a date as YYYY-MM-DD, not {date:?}"));
+    }
     if let Some(min) = input.get("min").and_then(Value::as_str).filter(|min| date < *min) {
         return Err(format!("output.{name}: {date} is before {min}"));
     }
