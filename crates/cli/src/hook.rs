@@ -262,7 +262,6 @@ fn exit_code(event: &HookEvent) -> Option<i32> {
     Some(0)
 }
 
-/// The name of the git repository `cwd` is in: its root directory's name.
 /// The repository `cwd` is in, by the one rule (`cairn_memory::repo_identity`).
 fn repo_here(cwd: &str) -> Option<String> {
     cairn_memory::repo_identity(Path::new(cwd)).map(|(name, _, _)| name)
