@@ -1,7 +1,7 @@
-//! `cairn hook install --claude` and `cairn hook uninstall --claude`: Cairn's hooks and MCP
-//! server written into Claude Code's settings (the project's, or the user's with `--user`),
-//! merged with what is there, idempotent, saying what changed; uninstall removes exactly
-//! what install adds and nothing else.
+//! `cairn hook install --claude/--codex` and `cairn hook uninstall …`: Cairn's hooks and MCP
+//! server written into Claude Code's or Codex's settings (the project's, or the user's with
+//! `--user`), merged with what is there, idempotent, saying what changed; uninstall removes
+//! exactly what install adds and nothing else.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,8 +14,8 @@ pub(crate) struct InstallArgs {
     /// Claude Code: hooks in `.claude/settings.json`, the MCP server in `.mcp.json`.
     #[arg(long)]
     claude: bool,
-    /// Codex CLI: the MCP server in `.codex/config.toml` (`~/.codex/config.toml` with
-    /// `--user`). Codex's hooks are not written: register them as docs/agents.md says.
+    /// Codex CLI: hooks in `.codex/hooks.json`, the MCP server in `.codex/config.toml`
+    /// (`~/.codex/…` with `--user`).
     #[arg(long)]
     codex: bool,
     /// The user's settings (`~/.claude/settings.json`, `~/.claude.json`) instead of the
@@ -27,15 +27,24 @@ pub(crate) struct InstallArgs {
     project: Option<PathBuf>,
 }
 
-/// The hooks Cairn installs: the event, the tool matcher (none for session events), and
-/// the command.
-const HOOKS: &[(&str, Option<&str>, &str)] = &[
+/// A hook Cairn installs: the event, the tool matcher (none for session events), and the
+/// command.
+type Hook = (&'static str, Option<&'static str>, &'static str);
+
+/// The hooks Cairn installs for Claude Code.
+const HOOKS: &[Hook] = &[
     ("PreToolUse", Some("Bash"), "cairn hook pre-tool-use"),
     ("PostToolUse", Some("Bash"), "cairn hook post-tool-use"),
     ("PostToolUseFailure", Some("Bash"), "cairn hook post-tool-use"),
     ("SessionStart", None, "cairn hook session-start"),
     ("UserPromptSubmit", None, "cairn hook user-prompt-submit"),
 ];
+
+/// Codex's hooks take Claude Code's JSON; it has no `PostToolUseFailure` (its
+/// `PostToolUse` fires for failed commands too).
+fn codex_hooks() -> impl Iterator<Item = &'static Hook> {
+    HOOKS.iter().filter(|(event, _, _)| *event != "PostToolUseFailure")
+}
 
 /// Claude Code's limit on a hook, in seconds: above the hooks' own 2 s wait for the daemon.
 const HOOK_TIMEOUT_SECONDS: u64 = 10;
@@ -67,12 +76,13 @@ fn files(args: &InstallArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((project.join(".claude/settings.json"), project.join(".mcp.json")))
 }
 
-/// Codex's config file.
-fn codex_file(args: &InstallArgs) -> anyhow::Result<PathBuf> {
-    Ok(match args.user {
-        true => home()?.join(".codex/config.toml"),
-        false => project(args)?.join(".codex/config.toml"),
-    })
+/// Codex's files: (hooks file, config file).
+fn codex_files(args: &InstallArgs) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let dir = match args.user {
+        true => home()?.join(".codex"),
+        false => project(args)?.join(".codex"),
+    };
+    Ok((dir.join("hooks.json"), dir.join("config.toml")))
 }
 
 /// The table `install --codex` appends to Codex's config, exactly.
@@ -80,7 +90,8 @@ const CODEX_TABLE: &str = "[mcp_servers.cairn]\ncommand = \"cairn\"\nargs = [\"m
 const CODEX_HEADER: &str = "[mcp_servers.cairn]";
 
 fn install_codex(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
-    let file = codex_file(args)?;
+    let (hooks_file, file) = codex_files(args)?;
+    install_hooks(&hooks_file, codex_hooks(), changed)?;
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     if text.lines().any(|line| line.trim() == CODEX_HEADER) {
         return Ok(());
@@ -100,7 +111,8 @@ fn install_codex(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Resul
 
 /// Removes the table `install --codex` wrote, only while it is still exactly that.
 fn uninstall_codex(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
-    let file = codex_file(args)?;
+    let (hooks_file, file) = codex_files(args)?;
+    uninstall_hooks(&hooks_file, codex_hooks(), changed)?;
     let Ok(text) = std::fs::read_to_string(&file) else { return Ok(()) };
     let Some(start) = text.find(CODEX_TABLE) else { return Ok(()) };
     let mut updated = format!("{}{}", &text[..start], &text[start + CODEX_TABLE.len()..]);
@@ -141,18 +153,7 @@ pub(crate) fn uninstall(args: &InstallArgs) -> anyhow::Result<ExitCode> {
 /// Adds the hooks Claude Code lacks to its settings, and the MCP server when there is none.
 fn install_claude(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
     let (hooks_file, mcp_file) = files(args)?;
-    let mut settings = read(&hooks_file)?;
-    let mut added = false;
-    for (event, matcher, command) in HOOKS {
-        if add_hook(&mut settings, event, *matcher, command) {
-            let on = matcher.map(|matcher| format!(" ({matcher})")).unwrap_or_default();
-            changed.push(format!("{}: hooks.{event}{on}: {command}", hooks_file.display()));
-            added = true;
-        }
-    }
-    if added {
-        write(&hooks_file, &settings)?;
-    }
+    install_hooks(&hooks_file, HOOKS.iter(), changed)?;
     let mut mcp = read(&mcp_file)?;
     let servers = object_at(&mut mcp, "mcpServers");
     if !servers.contains_key("cairn") {
@@ -167,19 +168,7 @@ fn install_claude(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Resu
 /// wrote.
 fn uninstall_claude(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Result<()> {
     let (hooks_file, mcp_file) = files(args)?;
-    if hooks_file.exists() {
-        let mut settings = read(&hooks_file)?;
-        let mut removed = false;
-        for (event, matcher, command) in HOOKS {
-            if remove_hook(&mut settings, event, *matcher, command) {
-                changed.push(format!("{}: hooks.{event}: {command}", hooks_file.display()));
-                removed = true;
-            }
-        }
-        if removed {
-            write(&hooks_file, &settings)?;
-        }
-    }
+    uninstall_hooks(&hooks_file, HOOKS.iter(), changed)?;
     if mcp_file.exists() {
         let mut mcp = read(&mcp_file)?;
         let servers = object_at(&mut mcp, "mcpServers");
@@ -192,6 +181,50 @@ fn uninstall_claude(args: &InstallArgs, changed: &mut Vec<String>) -> anyhow::Re
             write(&mcp_file, &mcp)?;
             changed.push(format!("{}: mcpServers.cairn", mcp_file.display()));
         }
+    }
+    Ok(())
+}
+
+/// Adds the `hooks` the settings in `file` lack (Claude Code's JSON, which Codex shares).
+fn install_hooks<'a>(
+    file: &Path,
+    hooks: impl Iterator<Item = &'a Hook>,
+    changed: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let mut settings = read(file)?;
+    let mut added = false;
+    for (event, matcher, command) in hooks {
+        if add_hook(&mut settings, event, *matcher, command) {
+            let on = matcher.map(|matcher| format!(" ({matcher})")).unwrap_or_default();
+            changed.push(format!("{}: hooks.{event}{on}: {command}", file.display()));
+            added = true;
+        }
+    }
+    if added {
+        write(file, &settings)?;
+    }
+    Ok(())
+}
+
+/// Removes the `hooks` from the settings in `file`, and nothing else.
+fn uninstall_hooks<'a>(
+    file: &Path,
+    hooks: impl Iterator<Item = &'a Hook>,
+    changed: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    if !file.exists() {
+        return Ok(());
+    }
+    let mut settings = read(file)?;
+    let mut removed = false;
+    for (event, matcher, command) in hooks {
+        if remove_hook(&mut settings, event, *matcher, command) {
+            changed.push(format!("{}: hooks.{event}: {command}", file.display()));
+            removed = true;
+        }
+    }
+    if removed {
+        write(file, &settings)?;
     }
     Ok(())
 }
@@ -323,8 +356,18 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap();
         assert_eq!(text.matches(CODEX_HEADER).count(), 1, "{text}");
         assert!(text.starts_with(theirs), "{text}");
+        let hooks_file = project.path().join(".codex/hooks.json");
+        let hooks = read(&hooks_file).unwrap();
+        assert_eq!(hooks["hooks"]["PreToolUse"][0]["matcher"], "Bash");
+        assert_eq!(
+            hooks["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            "cairn hook pre-tool-use"
+        );
+        assert_eq!(hooks["hooks"]["SessionStart"][0]["hooks"].as_array().unwrap().len(), 1);
+        assert!(hooks["hooks"].get("PostToolUseFailure").is_none(), "Codex has no such event");
         uninstall(&args).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), theirs);
+        assert_eq!(read(&hooks_file).unwrap(), json!({}), "only Cairn's hooks were there");
     }
 
     #[test]
