@@ -222,6 +222,14 @@ async fn an_export_imports_into_another_daemon_unchanged() {
         )
         .await;
     assert_eq!(a.delete(&format!("/api/memories/{archived}")).await.status, 200);
+    // A pack recalls `kept`; its count and time travel with it.
+    let pack = a.post("/api/context", serde_json::json!({"task": "pnpm", "repo": "shop"})).await;
+    assert_eq!(pack.status, 200, "{pack:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while a.get(&format!("/api/memories/{kept}")).await.body["recallCount"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "the pack's recall never landed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 
     let file = tempfile::NamedTempFile::new().unwrap();
     let path = file.path().to_string_lossy().into_owned();

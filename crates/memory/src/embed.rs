@@ -59,10 +59,7 @@ impl VectorFilter {
     pub fn admits(&self, labels: &VectorLabels) -> bool {
         self.scope.is_none_or(|scope| scope == labels.scope)
             && self.status.is_none_or(|status| status == labels.status)
-            && match (&self.repo, &labels.repo) {
-                (Some(wanted), Some(own)) => wanted == own,
-                _ => true,
-            }
+            && crate::repo_admits(self.repo.as_deref(), labels.repo.as_deref())
     }
 }
 
@@ -140,7 +137,8 @@ impl FlatIndex {
     }
 
     fn row_labels(&mut self, labels: VectorLabels) -> RowLabels {
-        let repo = match labels.repo {
+        // Interned without case: `Shop` and `shop` are one repository (`repo_admits`).
+        let repo = match labels.repo.map(|repo| repo.to_ascii_lowercase()) {
             None => NO_REPO,
             Some(repo) => match self.repo_numbers.get(&repo) {
                 Some(&number) => number,
@@ -261,7 +259,10 @@ impl VectorIndex for FlatIndex {
             return Vec::new();
         }
         // A repository the index has never seen matches no row: only rows of no repository.
-        let repo = filter.repo.as_ref().map(|repo| self.repo_numbers.get(repo).copied());
+        let repo = filter
+            .repo
+            .as_ref()
+            .map(|repo| self.repo_numbers.get(&repo.to_ascii_lowercase()).copied());
         let admits = |row: &RowLabels| {
             filter.scope.is_none_or(|scope| scope == row.scope)
                 && filter.status.is_none_or(|status| status == row.status)

@@ -297,7 +297,7 @@ impl Engine {
     /// Restores exported memories as they were (ids, statuses, times, archived ones), in one
     /// transaction: all that are not stored yet, or none when one breaks a rule. Those whose
     /// id is stored here already are skipped, so an import may run again. Recall bookkeeping
-    /// (`recallCount`, `lastRecalledAt`) starts anew here.
+    /// (`recallCount`, `lastRecalledAt`) comes along, as decay ranks by it.
     pub async fn import_memories(
         &self,
         memories: Vec<Memory>,
@@ -335,8 +335,6 @@ impl Engine {
                 tags: input.tags,
                 source: input.source,
                 metadata: input.metadata,
-                last_recalled_at: None,
-                recall_count: 0,
                 ..memory
             });
         }

@@ -883,7 +883,7 @@ impl MemoryStore for PgStore {
                     client,
                     &format!(
                         "SELECT {MEMORY_COLUMNS} FROM memories m \
-                         WHERE m.repo = $1 AND m.scope = 'repo' AND m.status = 'active' \
+                         WHERE lower(m.repo) = lower($1) AND m.scope = 'repo' AND m.status = 'active' \
                          AND m.archived_at IS NULL ORDER BY m.created_at DESC, m.pk DESC LIMIT $2"
                     ),
                     &[repo, &i64::from(limit)],

@@ -10,6 +10,7 @@ use crate::{lock_key, pg};
 pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/0001_initial.sql")),
     (2, "memory_recalls", include_str!("../migrations/0002_memory_recalls.sql")),
+    (3, "repo_without_case", include_str!("../migrations/0003_repo_without_case.sql")),
 ];
 
 fn checksum(sql: &str) -> String {

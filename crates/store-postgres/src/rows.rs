@@ -21,7 +21,7 @@ pub(crate) const MEMORY_COLUMNS: &str = "m.id, m.content, m.scope, m.status, m.r
 
 /// The WHERE clause shared by lists and searches, with its parameters $1..$4.
 pub(crate) const FILTER_SQL: &str = "($1::text IS NULL OR m.scope = $1) \
-     AND ($2::text IS NULL OR m.status = $2) AND ($3::text IS NULL OR m.repo = $3) \
+     AND ($2::text IS NULL OR m.status = $2) AND ($3::text IS NULL OR lower(m.repo) = lower($3)) \
      AND ($4 OR m.archived_at IS NULL)";
 
 /// The filter's parameters $1..$3 of [`FILTER_SQL`] ($4 is whether archived ones count).

@@ -201,7 +201,7 @@ async fn run(
          ) \
          SELECT {MEMORY_COLUMNS}, s.score FROM scored s JOIN memories m ON m.pk = s.memory_pk \
          WHERE ($1::text IS NULL OR m.scope = $1) AND ($2::text IS NULL OR m.status = $2) \
-         AND ($3::text IS NULL OR m.repo = $3) AND ($4 OR m.archived_at IS NULL) \
+         AND ($3::text IS NULL OR lower(m.repo) = lower($3)) AND ($4 OR m.archived_at IS NULL) \
          ORDER BY s.score DESC, m.pk DESC LIMIT $10",
         k1p1 = K1 + 1.0,
         one_minus_b = 1.0 - B,

@@ -675,9 +675,10 @@ pub(crate) fn sql(error: rusqlite::Error) -> StoreError {
     StoreError::backend(error)
 }
 
-/// The WHERE clause shared by lists and searches, with its parameters ?1..?4.
+/// The WHERE clause shared by lists and searches, with its parameters ?1..?4. Repository
+/// names compare case-insensitively (`Shop` is `shop`), as everywhere.
 pub(crate) const FILTER_SQL: &str = "(?1 IS NULL OR m.scope = ?1) AND (?2 IS NULL OR m.status = ?2) \
-     AND (?3 IS NULL OR m.repo = ?3) AND (?4 OR m.archived_at IS NULL)";
+     AND (?3 IS NULL OR m.repo = ?3 COLLATE NOCASE) AND (?4 OR m.archived_at IS NULL)";
 
 pub(crate) fn filter_params(
     filter: &MemoryFilter,
@@ -1109,8 +1110,8 @@ impl MemoryStore for SqliteStore {
         let repo = repo.to_owned();
         self.read(move |connection| {
             let query = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_repo_rules \
-                 WHERE m.repo = ?1 AND m.scope = 'repo' AND m.status = 'active' \
+                "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_repo_rules_nocase \
+                 WHERE m.repo = ?1 COLLATE NOCASE AND m.scope = 'repo' AND m.status = 'active' \
                  AND m.archived_at IS NULL ORDER BY m.created_at DESC LIMIT ?2"
             );
             let mut statement = connection.prepare_cached(&query).map_err(sql)?;

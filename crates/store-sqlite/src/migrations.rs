@@ -323,6 +323,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1);
     "#,
+    // 14: repository names compare case-insensitively (issue 29: `Shop` is `shop`), so the
+    // standing rules' index is on the name without case. Migration 7's index stays for a
+    // binary of an earlier release that names it.
+    r#"
+    CREATE INDEX memories_repo_rules_nocase ON memories (repo COLLATE NOCASE, created_at DESC)
+        WHERE scope = 'repo' AND status = 'active' AND archived_at IS NULL;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

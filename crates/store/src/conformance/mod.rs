@@ -298,7 +298,7 @@ async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn Store>) {
             memory.status = Status::Review;
         }
         if i == 2 {
-            memory.repo = Some("other".to_owned());
+            memory.repo = Some("Other".to_owned());
         }
         memories.push(memory);
     }
@@ -336,10 +336,21 @@ async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn Store>) {
     let review_page = store.list_memories(&review, 10, 0).await.unwrap();
     assert_eq!(review_page.memories.len(), 1);
     assert_eq!(review_page.memories[0].id, memories[1].id);
+    // Repository names compare without case, and keep the case they were stored with.
     let other_repo = MemoryFilter { repo: Some("other".to_owned()), ..Default::default() };
+    let others = store.list_memories(&other_repo, 10, 0).await.unwrap().memories;
+    assert_eq!(others.len(), 1);
     assert_eq!(
-        store.list_memories(&other_repo, 10, 0).await.unwrap().memories[0].id,
-        memories[2].id
+        (others[0].id.as_str(), others[0].repo.as_deref()),
+        (memories[2].id.as_str(), Some("Other"))
+    );
+    let search = store.search_memories(&["memory".to_owned()], &other_repo, 10).await.unwrap();
+    assert_eq!(search.iter().map(|hit| &hit.memory.id).collect::<Vec<_>>(), [&memories[2].id]);
+    let rules = store.newest_repo_memories("CAIRN", 10).await.unwrap();
+    assert_eq!(
+        rules.iter().map(|memory| &memory.id).collect::<Vec<_>>(),
+        [&memories[4].id, &memories[0].id],
+        "the standing rules of `cairn`, asked as `CAIRN`"
     );
     let past_end = store.list_memories(&MemoryFilter::default(), 10, 50).await.unwrap();
     assert!(past_end.memories.is_empty());
