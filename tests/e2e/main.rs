@@ -12,6 +12,7 @@ mod guards;
 mod hardening;
 mod hooks;
 mod memories;
+mod operations;
 mod retrieval;
 mod retrieval_semantic;
 mod runtime;

@@ -681,6 +681,8 @@ pub(crate) struct RevokedToken {
 #[utoipa::path(get, path = "/api/health", tag = "system",
     responses((status = 200, description = "The service is healthy", body = Health)))]
 pub(crate) async fn health(inner: &Inner) -> Reply {
+    let schema = inner.engine.store().schema_version().await.map_err(cairn_memory::Error::from)?;
+    inner.schema_applied.store(schema.applied, std::sync::atomic::Ordering::Relaxed);
     Ok(health_answer(inner, inner.engine.memory_count().await?))
 }
 
@@ -693,6 +695,8 @@ fn health_answer(inner: &Inner, memory_count: u64) -> Response<ResponseBody> {
         version: env!("CARGO_PKG_VERSION"),
         retrieval: inner.engine.retrieval().as_str(),
         embeddings_pending: inner.engine.embeddings_pending(),
+        schema_version: inner.schema_applied.load(std::sync::atomic::Ordering::Relaxed),
+        build: &inner.config.build,
     };
     bytes_response(StatusCode::OK, "application/json", health.to_json())
 }
@@ -709,6 +713,8 @@ pub(crate) struct HealthAnswer<'a> {
     version: &'a str,
     retrieval: &'a str,
     embeddings_pending: u64,
+    schema_version: u32,
+    build: &'a str,
 }
 
 impl HealthAnswer<'_> {
@@ -718,13 +724,18 @@ impl HealthAnswer<'_> {
     fn to_json(&self) -> bytes::Bytes {
         let plain =
             |text: &str| text.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
-        if !(plain(self.status) && plain(self.version) && plain(self.retrieval)) {
+        if !(plain(self.status)
+            && plain(self.version)
+            && plain(self.retrieval)
+            && plain(self.build))
+        {
             return serde_json::to_vec(self).expect("the health answer serializes").into();
         }
         let mut uptime = [0u8; 32];
         let uptime_len = write_seconds(self.uptime, &mut uptime);
         let (mut count, mut pending) = (itoa::Buffer::new(), itoa::Buffer::new());
-        let parts: [&[u8]; 13] = [
+        let mut schema = itoa::Buffer::new();
+        let parts: [&[u8]; 17] = [
             br#"{"status":""#,
             self.status.as_bytes(),
             br#"","memoryCount":"#,
@@ -737,7 +748,11 @@ impl HealthAnswer<'_> {
             self.retrieval.as_bytes(),
             br#"","embeddingsPending":"#,
             pending.format(self.embeddings_pending).as_bytes(),
-            b"}",
+            br#","schemaVersion":"#,
+            schema.format(self.schema_version).as_bytes(),
+            br#","build":""#,
+            self.build.as_bytes(),
+            br#""}"#,
         ];
         let mut json = Vec::with_capacity(parts.iter().map(|part| part.len()).sum());
         for part in parts {
@@ -780,6 +795,38 @@ fn write_seconds(seconds: f64, buffer: &mut [u8; 32]) -> usize {
     32 - cursor.len()
 }
 
+/// The liveness probe, for load balancers and supervisors: the process answers. Without
+/// credentials in every profile, and without details.
+#[utoipa::path(get, path = "/api/health/live", tag = "system", security(()),
+    responses((status = 200, description = "The process answers", body = Probe)))]
+#[allow(dead_code)] // Exists for its attribute: the answer is `probe`.
+pub(crate) fn health_live() {}
+
+/// The readiness probe, for load balancers: storage answers and its migrations are
+/// current. Without credentials in every profile, and without details.
+#[utoipa::path(get, path = "/api/health/ready", tag = "system", security(()),
+    responses(
+        (status = 200, description = "Ready to serve", body = Probe),
+        (status = 503, description = "Storage does not answer, or its schema is behind", body = ErrorEnvelope),
+    ))]
+pub(crate) async fn health_ready(inner: &Inner) -> Response<ResponseBody> {
+    match inner.engine.store().schema_version().await {
+        Ok(schema) if schema.current() => probe("ready"),
+        Ok(_) | Err(_) => ApiError::new(ErrorCode::Unavailable, "not ready").into_response(),
+    }
+}
+
+/// A probe's answer: `{"status": "live"}` or `{"status": "ready"}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct Probe {
+    #[schema(example = "ready")]
+    status: &'static str,
+}
+
+pub(crate) fn probe(status: &'static str) -> Response<ResponseBody> {
+    json_response(StatusCode::OK, &Probe { status })
+}
+
 /// This document.
 #[utoipa::path(get, path = "/openapi.json", tag = "system",
     responses((status = 200, description = "The OpenAPI 3.1 description of this API", content_type = "application/json")))]
@@ -799,6 +846,8 @@ mod tests {
             version: "0.1.0",
             retrieval: "fulltext",
             embeddings_pending: 4,
+            schema_version: 14,
+            build: "0.1.0+3f2a1bc",
         };
         let written = serde_json::to_value(&answer).unwrap();
         let read: Health = serde_json::from_value(written.clone()).unwrap();
@@ -836,6 +885,8 @@ mod tests {
                     status: "healthy",
                     memory_count,
                     uptime,
+                    schema_version: 14,
+                    build: version,
                     version,
                     retrieval,
                     embeddings_pending: pending,

@@ -53,6 +53,15 @@ fn finish(reply: handlers::Reply, rate: Option<limits::RateState>) -> Response<R
     response
 }
 
+/// `response`, telling the server's access log who the request was let through as.
+fn with_caller(
+    mut response: Response<ResponseBody>,
+    caller: cairn_http::Caller,
+) -> Response<ResponseBody> {
+    response.extensions_mut().insert(caller);
+    response
+}
+
 /// The largest request body accepted, in bytes: a 64 KiB memory plus metadata and slack.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -71,6 +80,9 @@ pub struct ApiConfig {
     /// The document served at `GET /openapi.json`: this API's alone by default; a server
     /// that mounts other handlers beside it serves one that describes them too.
     pub openapi: Bytes,
+    /// The build, as health's `build` says it: the version and, when the binary knows it,
+    /// the git commit (`0.1.0+3f2a1bc`).
+    pub build: String,
 }
 
 impl Default for ApiConfig {
@@ -80,6 +92,7 @@ impl Default for ApiConfig {
             auth: AuthConfig::default(),
             rate_limits: RateLimits::default(),
             openapi: openapi_json(),
+            build: env!("CARGO_PKG_VERSION").to_owned(),
         }
     }
 }
@@ -109,6 +122,11 @@ struct Inner {
     authenticator: auth::Authenticator,
     limiter: limits::Limiter,
     started: Instant,
+    /// When [`MemoryApi::record_gauges`] last counted memories by status.
+    statuses_counted: std::sync::Mutex<Option<Instant>>,
+    /// The schema's version as the store last said (0 until it has): health's
+    /// `schemaVersion`.
+    schema_applied: std::sync::atomic::AtomicU32,
 }
 
 impl MemoryApi {
@@ -116,12 +134,49 @@ impl MemoryApi {
         let keys: Arc<dyn KeyStore> = engine.store().clone();
         let authenticator = auth::Authenticator::new(config.auth.clone(), keys);
         let limiter = limits::Limiter::new(config.rate_limits);
-        let inner = Inner { engine, config, authenticator, limiter, started: Instant::now() };
+        let inner = Inner {
+            engine,
+            config,
+            authenticator,
+            limiter,
+            started: Instant::now(),
+            statuses_counted: std::sync::Mutex::new(None),
+            schema_applied: std::sync::atomic::AtomicU32::new(0),
+        };
         MemoryApi { inner: Arc::new(inner) }
     }
 
     pub fn engine(&self) -> &Engine {
         &self.inner.engine
+    }
+
+    /// Sets the gauges read when metrics are scraped: memories by status (counted at most
+    /// every 30 s, as counting reads the store) and the embedding queue.
+    pub async fn record_gauges(&self) {
+        let engine = &self.inner.engine;
+        metrics::gauge!("cairn_embeddings_pending").set(engine.embeddings_pending() as f64);
+        let due = {
+            let mut counted = self.inner.statuses_counted.lock().expect("never poisoned");
+            let due = counted.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(30));
+            if due {
+                *counted = Some(Instant::now());
+            }
+            due
+        };
+        if !due {
+            return;
+        }
+        for status in cairn_types::Status::ALL {
+            let filter = cairn_types::MemoryListQuery {
+                status: Some(*status),
+                limit: Some(1),
+                ..Default::default()
+            };
+            if let Ok(page) = engine.list_memories(filter).await {
+                metrics::gauge!("cairn_memories", "status" => status.as_str())
+                    .set(page.total as f64);
+            }
+        }
     }
 
     /// Answers one request. Never fails: errors become responses in the error envelope.
@@ -149,6 +204,13 @@ impl MemoryApi {
         B: http_body::Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        if request.method() == http::Method::GET {
+            match request.uri().path() {
+                routes::LIVE_PATH => return handlers::probe("live"),
+                routes::READY_PATH => return handlers::health_ready(&self.inner).await,
+                _ => {}
+            }
+        }
         let client = client.map(|client| client.ip());
         let principal =
             match self.identify(request.headers(), request.uri(), client, account, &[]).await {
@@ -171,9 +233,10 @@ impl MemoryApi {
         } else {
             operation.role()
         };
+        let caller = cairn_http::Caller(principal.id.clone());
         let rate = match self.permit(&principal, role, operation.rate_class()) {
             Ok(rate) => rate,
-            Err(error) => return error.into_response(),
+            Err(error) => return with_caller(error.into_response(), caller),
         };
         let reply = match operation {
             Operation::Health => handlers::dispatch_health(&self.inner, request.uri()).await,
@@ -188,7 +251,7 @@ impl MemoryApi {
                 .await
             }
         };
-        finish(reply, rate)
+        with_caller(finish(reply, rate), caller)
     }
 
     /// The answer to `request` when it can be given at once, with nothing to look up or
@@ -204,10 +267,19 @@ impl MemoryApi {
         account: Option<PeerAccount>,
     ) -> Option<Response<ResponseBody>> {
         let operation = Operation::Health;
-        if request.method() != http::Method::GET || request.uri().path() != HEALTH_PATH {
+        if request.method() != http::Method::GET {
             return None;
         }
+        match request.uri().path() {
+            HEALTH_PATH => {}
+            routes::LIVE_PATH => return Some(handlers::probe("live")),
+            _ => return None,
+        }
         let memory_count = self.inner.engine.memory_count_now()?;
+        // The schema's version comes from the store once, by the full handler.
+        if self.inner.schema_applied.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            return None;
+        }
         let (headers, uri) = (request.headers(), request.uri());
         let authenticator = &self.inner.authenticator;
         // Health spends no rate limit: the caller's role is all `permit` would look at.

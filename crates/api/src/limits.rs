@@ -40,6 +40,23 @@ pub enum RateClass {
     Bulk,
 }
 
+impl RateClass {
+    /// The class's name, as `--rate-limit-<name>` and the metrics' `class` label spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateClass::Read => "read",
+            RateClass::Write => "write",
+            RateClass::Context => "context",
+            RateClass::Bulk => "bulk",
+        }
+    }
+}
+
+/// Counts a refusal of `class` (`cairn_rate_limited_total`).
+fn refused(class: RateClass) {
+    metrics::counter!("cairn_rate_limited_total", "class" => class.as_str()).increment(1);
+}
+
 type Keyed =
     RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock, StateInformationMiddleware>;
 
@@ -142,6 +159,7 @@ impl Limiter {
         let checked = match class_limiter.limiter.check_key_n(principal, requests) {
             Ok(checked) => checked,
             Err(_) => {
+                refused(class);
                 let message = format!(
                     "this request counts as {requests} requests of its class, over the rate \
                      limit of {limit} a minute; send smaller batches"
@@ -161,6 +179,7 @@ impl Limiter {
                 Ok(Some(RateState { limit, remaining, reset_seconds }))
             }
             Err(not_until) => {
+                refused(class);
                 let wait = not_until.wait_time_from(DefaultClock::default().now());
                 let retry_after = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 let message = format!(

@@ -29,7 +29,7 @@ use crate::routes::ROUTES;
         coding_context, guard, outcome, patch_evidence, get_evidence, evidence_pack, review_queue,
         approve, reject, audit_log, list_connectors, add_connector, get_connector, remove_connector,
         sync_connector, connector_health, dream_cycle, list_conflicts, resolve_conflict, erase, create_conversation_token, revoke_conversation_token, health,
-        openapi,
+        health_live, health_ready, openapi,
     ),
     // Query parameters refer to it, and utoipa registers only what bodies refer to.
     components(schemas(cairn_types::RetrievalMode)),
@@ -209,6 +209,10 @@ mod tests {
             .flat_map(|route| {
                 route.operations.iter().map(move |(method, _)| format!("{method} {}", route.path))
             })
+            .chain(
+                [crate::routes::LIVE_PATH, crate::routes::READY_PATH]
+                    .map(|probe| format!("GET {probe}")),
+            )
             .collect();
         assert_eq!(documented, routed);
     }

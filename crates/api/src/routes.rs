@@ -305,6 +305,25 @@ pub fn resolve<'p>(
     scan(method, path, trimmed)
 }
 
+/// The liveness probe: the process answers. Without credentials, in every profile.
+pub const LIVE_PATH: &str = "/api/health/live";
+/// The readiness probe: storage answers and its migrations are current. Without
+/// credentials, in every profile.
+pub const READY_PATH: &str = "/api/health/ready";
+
+/// The route pattern `path` fits (`/api/memories/{id}`), whatever the method: a label of
+/// bounded variety for logs and metrics; `None` for a path no route has.
+pub fn template(path: &str) -> Option<&'static str> {
+    let trimmed = if path.len() > 1 { path.trim_end_matches('/') } else { path };
+    if let Some(route) = LITERAL_ROUTES.get(trimmed) {
+        return Some(route.path);
+    }
+    if let Some(probe) = [LIVE_PATH, READY_PATH].into_iter().find(|probe| *probe == trimmed) {
+        return Some(probe);
+    }
+    ROUTES.iter().find(|route| match_path(route.path, trimmed).is_some()).map(|route| route.path)
+}
+
 /// [`resolve`] by trying every route in order: the first whose path fits decides.
 fn scan<'p>(
     method: &Method,

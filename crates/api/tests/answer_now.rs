@@ -72,6 +72,18 @@ async fn health_is_answered_at_once_as_the_handler_answers_it() {
         serde_json::from_value(serde_json::json!({"content": "one", "scope": "global"})).unwrap();
     api.engine().create_memory(memory, "test").await.unwrap();
 
+    // The first health is the handler's: it reads the schema's version from the store.
+    let client: SocketAddr = CLIENT.parse().unwrap();
+    let first = request(Method::GET, "/api/health", &[]);
+    assert!(api.answer_now(&first, Some(client), None).is_none());
+    let first = api.handle_from(first, Some(client), None).await;
+    assert_eq!(seen(first).await.0, 200);
+    // The liveness probe needs nothing; readiness asks the store.
+    assert_eq!(answered_now(&api, Method::GET, "/api/health/live", &[], None).await, Some(200));
+    let ready = request(Method::GET, "/api/health/ready", &[]);
+    assert!(api.answer_now(&ready, Some(client), None).is_none());
+    assert_eq!(seen(api.handle_from(ready, Some(client), None).await).await.0, 200);
+
     let health = answered_now(&api, Method::GET, "/api/health", &[], None).await;
     assert_eq!(health, Some(200));
     let owner = Some(PeerAccount::Owner);
@@ -98,5 +110,13 @@ async fn health_is_answered_at_once_as_the_handler_answers_it() {
     }
 
     let (production, _directory) = memory_api(Profile::Production);
-    assert_eq!(answered_now(&production, Method::GET, "/api/health", &[], None).await, Some(401));
+    let warm = request(Method::GET, "/api/health/ready", &[]);
+    assert_eq!(seen(production.handle_from(warm, Some(client), None).await).await.0, 200);
+    let warm = request(Method::GET, "/api/health", &[("x-api-key", "cairn_unknown")]);
+    assert_eq!(seen(production.handle_from(warm, Some(client), None).await).await.0, 401);
+    assert_eq!(
+        answered_now(&production, Method::GET, "/api/health/live", &[], None).await,
+        Some(200),
+        "probes need no credentials"
+    );
 }

@@ -241,13 +241,17 @@ fn main() -> ExitCode {
         Command::Serve(_) | Command::Keys(_) | Command::Model(_) | Command::Migrate(_)
     );
     let level = if quiet { "warn" } else { "info" };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+    // Never statements' parameters, whatever RUST_LOG asks: tokio-postgres logs them (memory
+    // text included) at debug, where `/api/erase` could never reach them.
+    let filter = filter.add_directive("tokio_postgres=info".parse().expect("a valid directive"));
+    let subscriber = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if matches!(&cli.command, Command::Serve(args) if args.log_json()) {
+        subscriber.json().with_current_span(true).with_span_list(false).init();
+    } else {
+        subscriber.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => return client::report(&error.into()),

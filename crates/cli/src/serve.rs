@@ -97,8 +97,28 @@ pub(crate) struct ServeArgs {
     /// commas) for more [default: the home directory of the account running the daemon].
     #[arg(long = "connector-root", env = "SERVICE_CONNECTOR_ROOTS", value_delimiter = ',')]
     connector_roots: Vec<PathBuf>,
+    /// How many requests one client address may be sending bodies for at once; more wait
+    /// up to 2 s for one to finish, then get 429 (raise it behind a reverse proxy that
+    /// does not buffer uploads, or use --trusted-proxy).
+    #[arg(long, env = "SERVICE_MAX_BODY_READS_PER_ADDRESS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    max_body_reads_per_address: u32,
+    /// Serve the metrics (`GET /metrics`) on this address of their own, without
+    /// credentials, for a scraper inside the network, instead of beside the API (where the
+    /// production profile asks a key with the `read` role for them).
+    #[arg(long, env = "SERVICE_METRICS_ADDR")]
+    metrics_addr: Option<SocketAddr>,
+    /// How the log is written: `text` for people, `json` for one JSON object a line.
+    #[arg(long, env = "SERVICE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
     #[command(flatten)]
     runtime: RuntimeArgs,
+}
+
+impl ServeArgs {
+    /// Whether the log is to be written as JSON lines.
+    pub(crate) fn log_json(&self) -> bool {
+        self.log_format == "json"
+    }
 }
 
 /// The conversation runtime's options.
@@ -189,6 +209,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             bulk: args.rate_limit_bulk,
         },
         openapi: cairn_server::openapi_json(),
+        build: build(),
         ..ApiConfig::default()
     };
     let memory = MemoryApi::new(engine.clone(), config);
@@ -197,7 +218,31 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listener =
         TcpListener::bind(address).await.with_context(|| format!("cannot listen on {address}"))?;
     let local = listener.local_addr()?;
-    let services = Services { memory, runtime: Some(runtime), mcp: Some(mcp_http(local)?) };
+    let telemetry = cairn_server::Telemetry::install().map_err(anyhow::Error::msg)?;
+    let mut services = Services {
+        memory,
+        runtime: Some(runtime),
+        mcp: Some(mcp_http(local)?),
+        metrics: Some(telemetry.clone()),
+    };
+    let metrics_server = match args.metrics_addr {
+        Some(address) => {
+            let listener = TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address} for metrics"))?;
+            let local = listener.local_addr()?;
+            services.metrics = None;
+            let served = cairn_server::serve_metrics(
+                listener,
+                services.clone(),
+                telemetry,
+                std::future::pending(),
+            );
+            tracing::info!("metrics at http://{local}{}", cairn_server::METRICS_PATH);
+            Some(tokio::spawn(served))
+        }
+        None => None,
+    };
     tracing::info!(database = %opened.label, profile = %args.profile, "storage ready");
     println!("cairn listening on http://{local}");
     let dreams =
@@ -210,14 +255,27 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         http2_idle_timeout: args.http2_idle_timeout,
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         identify_local_accounts: profile == Profile::Solo,
+        max_body_reads_per_address: args.max_body_reads_per_address as usize,
         ..ServerConfig::default()
     };
     cairn_server::serve(listener, services, config, shutdown_signal()).await?;
+    if let Some(metrics_server) = metrics_server {
+        metrics_server.abort();
+    }
     if let Some(dreams) = dreams {
         dreams.abort();
     }
     engine.settled().await;
     Ok(())
+}
+
+/// The build, as health's `build` gives it: the version and the git commit it was built
+/// from, when built in a checkout (`0.1.0+3f2a1bc4d5e6`).
+fn build() -> String {
+    match env!("CAIRN_GIT_COMMIT") {
+        "" => env!("CARGO_PKG_VERSION").to_owned(),
+        commit => format!("{}+{commit}", env!("CARGO_PKG_VERSION")),
+    }
 }
 
 /// The MCP tools at `/mcp`: a client of this very daemon, on loopback, which carries each

@@ -34,18 +34,21 @@ pub fn asset(path: &str) -> Option<Asset> {
     })
 }
 
-/// What the console answers for `path`: the file, or for a console route (a path without a
-/// file extension, such as `/memories` or `/conversations/conv_1`) the app's `index.html`,
-/// which routes in the browser. `None` for anything else (a missing file is a 404).
+/// The console app's pages (`clients/console/src/App.tsx`): the first segment of a path the
+/// app routes in the browser.
+pub const PAGES: &[&str] =
+    &["memories", "review", "conflicts", "audit", "connectors", "dream", "guards", "conversations"];
+
+/// What the console answers for `path`: the file, or for one of the app's pages ([`PAGES`]:
+/// `/memories`, `/conversations/conv_1`) its `index.html`, which routes in the browser.
+/// `None` for anything else, so that `/metrics` or `/healthz` is a 404, not a page that
+/// "passes" a misconfigured probe.
 pub fn page_or_asset(path: &str) -> Option<Asset> {
     if let Some(asset) = asset(path) {
         return Some(asset);
     }
-    let last = path.rsplit('/').next().unwrap_or_default();
-    if last.contains('.') || path.starts_with("/assets/") {
-        return None;
-    }
-    asset("/index.html")
+    let page = path.strip_prefix('/')?.split('/').next().unwrap_or_default();
+    PAGES.contains(&page).then(|| asset("/index.html")).flatten()
 }
 
 /// Whether a path may be the console's: everything but the API (`/api`, `/api/…`), the MCP

@@ -3,6 +3,9 @@
 use cairn_types::{ErrorCode, ErrorEnvelope};
 use http::{HeaderName, HeaderValue, Response, StatusCode};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+
 use crate::body::{ResponseBody, json_response};
 
 /// An error answered in the envelope. Build with the constructors.
@@ -54,10 +57,34 @@ impl ApiError {
     pub fn into_response(self) -> Response<ResponseBody> {
         let status =
             StatusCode::from_u16(self.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = json_response(status, &ErrorEnvelope::new(self.code, self.message));
+        let envelope = ErrorEnvelope::new(self.code, self.message);
+        let mut response = json_response(status, &envelope);
+        // Kept beside the body, so that a server can add the request's id without parsing it
+        // (see [`with_request_id`]).
+        response.extensions_mut().insert(envelope);
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);
         }
         response
     }
 }
+
+/// `response` with `id` as its `X-Request-Id` header and, when it is an [`ApiError`]'s answer,
+/// as the `requestId` of its error envelope.
+pub fn with_request_id(
+    mut response: Response<ResponseBody>,
+    id: &HeaderValue,
+) -> Response<ResponseBody> {
+    if let Some(mut envelope) = response.extensions_mut().remove::<ErrorEnvelope>() {
+        envelope.error.request_id = id.to_str().ok().map(str::to_owned);
+        let body = serde_json::to_vec(&envelope).expect("the envelope always serializes");
+        *response.body_mut() = Full::new(Bytes::from(body)).boxed();
+        response.headers_mut().remove(http::header::CONTENT_LENGTH);
+    }
+    response.headers_mut().insert(REQUEST_ID, id.clone());
+    response
+}
+
+/// The header that names a request: the client's when it sent one of sane shape, else the
+/// server's own.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");

@@ -13,7 +13,13 @@ pub use crate::body::{
     BodyBusy, BodyTimeout, ResponseBody, bytes_response, json_response, parse_json, parse_query,
     read_body,
 };
-pub use crate::error::ApiError;
+pub use crate::error::{ApiError, REQUEST_ID, with_request_id};
+
+/// Who a request was let through as (a principal's id: `key:…`, `jwt:<sub>`, `token:…`,
+/// `local:…`; never a secret): a handler puts it in its response's extensions for the
+/// server's access log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(pub String);
 
 /// Completes when the credential a request was let through with stops being valid (revoked,
 /// expired): what the memory API's authentication hands the runtime, so the streams and

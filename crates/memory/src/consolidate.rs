@@ -53,6 +53,19 @@ struct FoundConflict {
 impl Engine {
     /// Runs the dream cycle on behalf of `actor`.
     pub async fn dream(&self, request: DreamRequest, actor: &str) -> Result<DreamReport> {
+        let started = std::time::Instant::now();
+        let dry_run = request.dry_run;
+        let report = self.dream_once(request, actor).await;
+        let outcome = if report.is_ok() { "completed" } else { "failed" };
+        let mode = if dry_run { "dry_run" } else { "applied" };
+        metrics::counter!("cairn_dream_cycles_total", "outcome" => outcome, "mode" => mode)
+            .increment(1);
+        metrics::histogram!("cairn_dream_cycle_duration_seconds", "mode" => mode)
+            .record(started.elapsed().as_secs_f64());
+        report
+    }
+
+    async fn dream_once(&self, request: DreamRequest, actor: &str) -> Result<DreamReport> {
         let stale_after_days = request.stale_after_days.unwrap_or(DEFAULT_STALE_AFTER_DAYS);
         if !(stale_after_days > 0.0 && stale_after_days <= 36_500.0) {
             return Err(Error::Invalid {

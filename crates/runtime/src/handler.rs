@@ -362,6 +362,36 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<(Operation, Option<&'
     }
 }
 
+impl Operation {
+    /// The operation's path pattern under the handler's base path (`{id}` for the
+    /// conversation), as the OpenAPI document names it: a route label of bounded variety for
+    /// logs and metrics.
+    pub fn path(self) -> &'static str {
+        match self {
+            Operation::CreateConversation | Operation::ListConversations => "/conversations",
+            Operation::HandleChannelEvent => "/channel-events",
+            Operation::ResolveChannelOutput => "/channel-outputs/resolve",
+            Operation::StartVoiceConversation => "/voice/conversations",
+            Operation::VoiceSocket => "/voice/socket",
+            Operation::StartVoiceSegment => "/conversations/{id}/voice-segments",
+            Operation::SendMessage => "/conversations/{id}/messages",
+            Operation::ListEvents => "/conversations/{id}/events",
+            Operation::StreamEvents => "/conversations/{id}/events/stream",
+            Operation::SubmitWidget => "/conversations/{id}/widgets",
+            Operation::EmitCustomEvent => "/conversations/{id}/custom-events",
+            Operation::EmitJourneyEvent => "/conversations/{id}/journey-events",
+            Operation::EmitIntermediateMessage => "/conversations/{id}/intermediate-messages",
+            Operation::EmitGeneratedPreamble => "/conversations/{id}/preambles",
+            Operation::CompactConversation => "/conversations/{id}/compact",
+            Operation::CloseConversation => "/conversations/{id}/close",
+            Operation::RequestHandoff => "/conversations/{id}/handoff",
+            Operation::ResumeConversation => "/conversations/{id}/resume",
+            Operation::GetSnapshot => "/conversations/{id}/snapshot",
+            Operation::ReplayConversation => "/conversations/{id}/replay",
+        }
+    }
+}
+
 fn post(method: &Method, operation: Operation) -> (Option<Operation>, &'static str) {
     (Some(operation).filter(|_| method == Method::POST), "POST")
 }
@@ -441,10 +471,15 @@ impl RuntimeHandler {
             Ok((operation, id)) => (operation, id.map(str::to_owned)),
             Err(error) => return error.into_response(),
         };
-        match self.dispatch(operation, id, &parts, body, principal, ends).await {
+        let caller = principal.clone().map(cairn_http::Caller);
+        let mut response = match self.dispatch(operation, id, &parts, body, principal, ends).await {
             Ok(response) => response,
             Err(error) => error.into_response(),
+        };
+        if let Some(caller) = caller {
+            response.extensions_mut().insert(caller);
         }
+        response
     }
 
     async fn dispatch<B>(

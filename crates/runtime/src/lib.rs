@@ -48,3 +48,19 @@ pub use crate::voice::{
     VoiceHandshake, VoiceSession, VoiceSocketIo, VoiceSocketOptions, VoiceUpgrade, error_event,
     serve_voice_socket, serve_voice_socket_with, server_event,
 };
+
+/// Counts itself in a gauge (open event streams, voice sockets) while it lives.
+pub(crate) struct OpenGauge(&'static str);
+
+impl OpenGauge {
+    pub(crate) fn new(name: &'static str) -> OpenGauge {
+        metrics::gauge!(name).increment(1.0);
+        OpenGauge(name)
+    }
+}
+
+impl Drop for OpenGauge {
+    fn drop(&mut self) {
+        metrics::gauge!(self.0).decrement(1.0);
+    }
+}

@@ -108,6 +108,7 @@ pub(crate) async fn stream_events(
         .map_err(|e| errors.map(e))?;
     let (sender, receiver) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
+        let _open = crate::OpenGauge::new("cairn_event_streams_open");
         let StreamAccess { permit: _permit, mut ends } = access;
         let mut last = after;
         let mut pending = first;

@@ -460,6 +460,7 @@ async fn serve_socket<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let _open = crate::OpenGauge::new("cairn_voice_sockets_open");
     // A small read buffer keeps many idle sockets cheap; every message is written and
     // flushed on its own (the queue before it is what is bounded).
     let max_message = options.max_message_bytes.max(1024);

@@ -73,6 +73,9 @@ mod tests {
     #[test]
     fn console_paths_get_files_with_their_headers() {
         let index = get(Method::GET, "/memories", None).expect("a console route");
+        for page in ["/conversations/conv_1", "/review", "/guards/"] {
+            assert!(get(Method::GET, page, None).is_some(), "{page}");
+        }
         assert_eq!(index.status(), StatusCode::OK);
         assert_eq!(index.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
         assert_eq!(index.headers()[CACHE_CONTROL], "no-cache");
@@ -92,7 +95,16 @@ mod tests {
 
     #[test]
     fn the_api_and_other_methods_are_never_the_console() {
-        for path in ["/api/memories", "/api", "/mcp", "/openapi.json", "/assets/missing.js"] {
+        for path in [
+            "/api/memories",
+            "/api",
+            "/mcp",
+            "/openapi.json",
+            "/assets/missing.js",
+            "/metrics",
+            "/healthz",
+            "/memoriesx",
+        ] {
             assert!(get(Method::GET, path, None).is_none(), "{path}");
         }
         assert!(get(Method::POST, "/", None).is_none());

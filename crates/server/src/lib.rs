@@ -11,13 +11,14 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod body;
 mod connections;
 mod console;
 mod openapi;
 mod peer;
+mod telemetry;
 mod watch;
 
 use cairn_api::{ApiError, ClientAddr, MemoryApi, PeerAccount, RateClass, ResponseBody};
@@ -25,6 +26,7 @@ use cairn_mcp::McpHttp;
 use futures_util::future::Either;
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
+use tracing::Instrument as _;
 
 use crate::body::GuardedBody;
 use crate::watch::{OpenConnections, WatchedIo, serve_watched};
@@ -106,6 +108,7 @@ pub const DEFAULT_MAX_BODY_BYTES_IN_FLIGHT: u64 = 32 * 1024 * 1024;
 pub const BODY_BUDGET_WAIT: Duration = Duration::from_secs(2);
 
 pub use crate::openapi::{document as openapi_document, openapi_json};
+pub use crate::telemetry::Telemetry;
 
 /// Where the daemon mounts the conversation runtime.
 pub const RUNTIME_BASE_PATH: &str = "/api/runtime";
@@ -118,10 +121,17 @@ pub struct Services {
     pub memory: MemoryApi,
     pub runtime: Option<RuntimeHandler>,
     pub mcp: Option<McpHttp>,
+    /// The metrics at [`METRICS_PATH`], for the callers the memory API lets read; `None`
+    /// when they are not served here (not recorded, or served on an address of their own
+    /// by [`serve_metrics`]).
+    pub metrics: Option<Telemetry>,
 }
 
 /// Where the daemon serves its MCP tools over streamable HTTP.
 pub const MCP_PATH: &str = "/mcp";
+
+/// Where the daemon serves its metrics, in Prometheus's text format.
+pub const METRICS_PATH: &str = "/metrics";
 
 /// The runtime's `authorize` hook in the daemon: the memory API's own authentication, so
 /// one key or token works for both. Reads need the `read` role, everything else `write`;
@@ -214,6 +224,27 @@ impl Services {
         mcp.handle(Request::from_parts(parts, body)).await
     }
 
+    /// The metrics, for a caller with the `read` role (in the solo profile, any local one).
+    async fn handle_metrics(
+        &self,
+        metrics: &Telemetry,
+        request: Request<GuardedBody>,
+    ) -> Response<ResponseBody> {
+        let (parts, _) = request.into_parts();
+        if parts.method != http::Method::GET {
+            let error = ApiError::method_not_allowed(&parts.method, METRICS_PATH, "GET");
+            return error.into_response();
+        }
+        match self.memory.authorize_parts(&parts, Role::Read, RateClass::Read, &[]).await {
+            Ok(principal) => {
+                let mut response = metrics_response(metrics.render(self).await);
+                response.extensions_mut().insert(cairn_http::Caller(principal.id));
+                response
+            }
+            Err(response) => response,
+        }
+    }
+
     /// The answer to `request` when the memory API can give it at once (see
     /// [`MemoryApi::answer_now`]); `None` for everything [`Services::handle`] answers.
     fn answer_now<B>(
@@ -226,9 +257,7 @@ impl Services {
         if path == MCP_PATH || self.runtime.as_ref().is_some_and(|runtime| runtime.serves(path)) {
             return None;
         }
-        let response = self.memory.answer_now(request, Some(peer), account)?;
-        tracing::debug!(method = %request.method(), path, status = response.status().as_u16(), "request");
-        Some(response)
+        self.memory.answer_now(request, Some(peer), account)
     }
 
     async fn handle(
@@ -237,19 +266,14 @@ impl Services {
         peer: SocketAddr,
         account: Option<PeerAccount>,
     ) -> Response<ResponseBody> {
-        // Copied for the log only when it is written: this runs on every request.
-        let logged = tracing::enabled!(tracing::Level::DEBUG)
-            .then(|| (request.method().clone(), request.uri().path().to_owned(), Instant::now()));
         if let Some(response) = console::respond(&request) {
-            if let Some((method, path, _)) = &logged {
-                tracing::debug!(%method, %path, status = response.status().as_u16(), "console");
-            }
             return response;
         }
         let path = request.uri().path();
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(path));
         let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);
-        if runtime.is_some() || mcp.is_some() {
+        let metrics = self.metrics.as_ref().filter(|_| path == METRICS_PATH);
+        if runtime.is_some() || mcp.is_some() || metrics.is_some() {
             // The runtime and MCP find the client in the request (the memory API is told).
             request.extensions_mut().insert(ClientAddr(peer));
             if let Some(account) = account {
@@ -261,15 +285,12 @@ impl Services {
         }
         // The runtime's and MCP's futures are large: boxed, so that every request's future
         // (which hyper moves into place for each request) stays the size the API's needs.
-        let response = match (runtime, mcp) {
-            (Some(runtime), _) => Box::pin(runtime.handle(request)).await,
-            (None, Some(mcp)) => Box::pin(self.handle_mcp(mcp, request)).await,
-            (None, None) => self.memory.handle_from(request, Some(peer), account).await,
-        };
-        if let Some((method, path, started)) = &logged {
-            tracing::debug!(%method, %path, status = response.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "request");
+        match (runtime, mcp, metrics) {
+            (Some(runtime), _, _) => Box::pin(runtime.handle(request)).await,
+            (None, Some(mcp), _) => Box::pin(self.handle_mcp(mcp, request)).await,
+            (None, None, Some(metrics)) => Box::pin(self.handle_metrics(metrics, request)).await,
+            (None, None, None) => self.memory.handle_from(request, Some(peer), account).await,
         }
-        response
     }
 }
 
@@ -379,19 +400,31 @@ pub async fn serve(
             let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
                 shared.watched.begun();
+                let observed = telemetry::begin(&shared.services, &request, shared.peer);
                 // What can be answered at once (health) is, without the handler's future.
                 if let Some(account) = shared.account_now()
                     && let Some(response) =
                         shared.services.answer_now(&request, shared.peer, account)
                 {
-                    return Either::Left(std::future::ready(Ok(response)));
+                    let response = telemetry::end(observed, response);
+                    return Either::Left(std::future::ready(Ok::<_, Infallible>(response)));
                 }
                 let shared = shared.clone();
                 let held = request
                     .headers()
                     .contains_key(http::header::UPGRADE)
                     .then(|| upgrade_held.clone());
-                Either::Right(shared.respond(request, held))
+                // Every line the request's handling logs names the request.
+                let span =
+                    tracing::info_span!("request", id = observed.id.to_str().unwrap_or_default());
+                let respond = shared.respond(request, held);
+                Either::Right(
+                    async move {
+                        let response = respond.await?;
+                        Ok(telemetry::end(observed, response))
+                    }
+                    .instrument(span),
+                )
             });
             let (http1, auto) = &*builders;
             let watched = &registered.watched;
@@ -528,11 +561,14 @@ impl Connection {
             } else {
                 // A handler that may write runs to completion even when its client goes
                 // away, so a committed write also finishes what follows it. Reads need not.
-                let handled = tokio::spawn(async move {
-                    let _budget = held_budget;
-                    let account = self.account().await;
-                    self.services.handle(request, self.peer, account).await
-                });
+                let handled = tokio::spawn(
+                    async move {
+                        let _budget = held_budget;
+                        let account = self.account().await;
+                        self.services.handle(request, self.peer, account).await
+                    }
+                    .in_current_span(),
+                );
                 handled.await.unwrap_or_else(|error| {
                     tracing::error!(%error, "request handler failed");
                     ApiError::new(ErrorCode::InternalError, "internal error").into_response()
@@ -656,4 +692,57 @@ fn is_connection_error(error: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
     )
+}
+
+/// The metrics as Prometheus's text exposition format.
+fn metrics_response(text: String) -> Response<ResponseBody> {
+    cairn_http::bytes_response(
+        http::StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        bytes::Bytes::from(text),
+    )
+}
+
+/// Serves the metrics alone on `listener` (`cairn serve --metrics-addr`), without
+/// credentials, for a scraper inside the network, until `shutdown` completes: `GET /metrics`,
+/// and 404 for anything else.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    services: Services,
+    metrics: Telemetry,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(_) => continue,
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let (services, metrics) = (services.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<Incoming>| {
+                let (services, metrics) = (services.clone(), metrics.clone());
+                async move {
+                    let response = match (request.method(), request.uri().path()) {
+                        (&http::Method::GET, METRICS_PATH) => {
+                            metrics_response(metrics.render(&services).await)
+                        }
+                        (_, path) => ApiError::not_found(path).into_response(),
+                    };
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let io = TokioIo::new(stream);
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(io, service);
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "a metrics connection ended with an error");
+            }
+        });
+    }
 }

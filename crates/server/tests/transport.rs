@@ -45,7 +45,7 @@ async fn daemon_with(config: ServerConfig, runtime: Option<Arc<dyn Runtime>>) ->
             .build()
             .unwrap()
     });
-    let services = Services { memory, runtime, mcp: None };
+    let services = Services { memory, runtime, mcp: None, metrics: None };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

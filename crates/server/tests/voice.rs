@@ -82,7 +82,7 @@ async fn daemon(
         .authorize(MemoryAuthorize { memory: memory.clone(), trusted_origins: Vec::new() })
         .build()
         .unwrap();
-    let services = Services { memory, runtime: Some(runtime), mcp: None };
+    let services = Services { memory, runtime: Some(runtime), mcp: None, metrics: None };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();

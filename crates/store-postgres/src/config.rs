@@ -8,7 +8,6 @@ use std::time::Duration;
 use cairn_store::{Result, StoreError};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use tokio_postgres::config::SslMode;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::PgOptions;
@@ -116,11 +115,6 @@ pub(crate) fn tls(options: &PgOptions) -> Result<MakeRustlsConnect> {
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// Whether the URL asks for TLS at all (for logs).
-pub(crate) fn uses_tls(config: &tokio_postgres::Config) -> bool {
-    config.get_ssl_mode() != SslMode::Disable
-}
-
 /// The URL with its password replaced by `***`, for logs.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -141,6 +135,8 @@ pub fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tokio_postgres::config::SslMode;
+
     use super::*;
 
     #[test]

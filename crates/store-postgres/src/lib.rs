@@ -177,10 +177,7 @@ pub(crate) async fn connect(
 /// Whether `error` is worth running the transaction again for: a serialization failure, a
 /// deadlock, or a connection that closed (the statement never reached a commit).
 fn retryable(error: &StoreError) -> bool {
-    let StoreError::Backend(source) = error else {
-        return false;
-    };
-    let Some(error) = source.downcast_ref::<tokio_postgres::Error>() else {
+    let Some(error) = postgres_error(error) else {
         return false;
     };
     if connection_lost(error) {
@@ -221,6 +218,14 @@ impl PgStore {
 
         let mut client = connect(&admin, tls.clone()).await?;
         migrations::apply(&mut client, &options.schema, migrations::MIGRATIONS).await?;
+        // What the connection really is, as the server sees it: `sslmode=prefer` (the
+        // default) falls back to plaintext when the server offers no TLS.
+        let encrypted = client
+            .query_opt("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+            .await
+            .ok()
+            .flatten()
+            .and_then(|row| row.try_get::<_, bool>(0).ok());
         drop(client);
 
         let channels = notify::Channels::new(&options.schema);
@@ -248,7 +253,12 @@ impl PgStore {
         tracing::info!(
             url = %config::redact_url(&options.url),
             schema = %shared.schema,
-            tls = config::uses_tls(&admin),
+            tls = match encrypted {
+                Some(true) => "encrypted",
+                Some(false) => "plaintext",
+                None => "unknown",
+            },
+            sslmode = ?admin.get_ssl_mode(),
             "opened the PostgreSQL store"
         );
         Ok(PgStore { shared: Arc::new(shared) })
@@ -281,11 +291,14 @@ impl PgStore {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client> {
-        self.shared
-            .pool
-            .get()
-            .await
-            .map_err(|error| StoreError::Backend(format!("database connection: {error}").into()))
+        let asked = std::time::Instant::now();
+        let client = self.shared.pool.get().await;
+        metrics::histogram!("cairn_store_pool_wait_seconds", "backend" => "postgres")
+            .record(asked.elapsed().as_secs_f64());
+        client.map_err(|error| {
+            metrics::counter!("cairn_store_errors_total", "backend" => "postgres").increment(1);
+            StoreError::Backend(format!("database connection: {error}").into())
+        })
     }
 
     /// Runs `body` in a transaction on a pooled connection, to completion even when the
@@ -403,8 +416,7 @@ enum Attempt {
 
 /// Whether `error` is a connection found lost.
 fn closed(error: &StoreError) -> bool {
-    matches!(error, StoreError::Backend(source)
-        if source.downcast_ref::<tokio_postgres::Error>().is_some_and(connection_lost))
+    postgres_error(error).is_some_and(connection_lost)
 }
 
 /// Whether the connection is gone: closed, or its session ended by the server (terminated
@@ -422,9 +434,53 @@ fn connection_lost(error: &tokio_postgres::Error) -> bool {
         )
 }
 
-/// A PostgreSQL error as a store error.
+/// A PostgreSQL error as a store error, counted (`cairn_store_errors_total`).
 pub(crate) fn pg(error: tokio_postgres::Error) -> StoreError {
-    StoreError::backend(error)
+    metrics::counter!("cairn_store_errors_total", "backend" => "postgres").increment(1);
+    StoreError::backend(PgError(error))
+}
+
+/// A PostgreSQL error that says what happened: the server's own message, its SQLSTATE code,
+/// and its detail and hint when it gave them (tokio-postgres says only "db error"); for an
+/// error of the connection, the cause.
+#[derive(Debug)]
+pub(crate) struct PgError(pub(crate) tokio_postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(db) = self.0.as_db_error() {
+            write!(formatter, "{} (SQLSTATE {})", db.message(), db.code().code())?;
+            if let Some(detail) = db.detail() {
+                write!(formatter, "; {detail}")?;
+            }
+            if let Some(hint) = db.hint() {
+                write!(formatter, "; hint: {hint}")?;
+            }
+            return Ok(());
+        }
+        write!(formatter, "{}", self.0)?;
+        let mut source = std::error::Error::source(&self.0);
+        while let Some(cause) = source {
+            write!(formatter, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// The PostgreSQL error behind a store error, if it is one.
+pub(crate) fn postgres_error(error: &StoreError) -> Option<&tokio_postgres::Error> {
+    let StoreError::Backend(source) = error else { return None };
+    source
+        .downcast_ref::<PgError>()
+        .map(|error| &error.0)
+        .or_else(|| source.downcast_ref::<tokio_postgres::Error>())
 }
 
 /// The advisory-lock key of `name` in `schema`: the first 8 bytes of

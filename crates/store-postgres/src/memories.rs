@@ -625,6 +625,21 @@ impl MemoryStore for PgStore {
         .await
     }
 
+    async fn schema_version(&self) -> Result<cairn_store::SchemaVersion> {
+        let applied = self
+            .read((), |_, client, ()| {
+                Box::pin(async move {
+                    // Unqualified: the session's search path is the store's schema.
+                    let row =
+                        query_opt(client, "SELECT max(version) FROM cairn_migrations", &[]).await?;
+                    Ok(row.and_then(|row| row.get::<_, Option<i32>>(0)).unwrap_or(0))
+                })
+            })
+            .await?;
+        let known = crate::migrations::MIGRATIONS.last().map_or(0, |(version, _, _)| *version);
+        Ok(cairn_store::SchemaVersion { applied: applied as u32, known: known as u32 })
+    }
+
     async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {
         let tally = Recall::tally(recalls);
         if tally.is_empty() {

@@ -121,7 +121,10 @@ impl Feed {
 
     /// The listener is connected and listening.
     fn connected(&self) {
+        metrics::gauge!("cairn_postgres_listener_connected").set(1.0);
         if self.connected_once.swap(true, Ordering::SeqCst) {
+            metrics::counter!("cairn_postgres_listener_reconnects_total").increment(1);
+            tracing::info!("the database listener is connected again; resynchronising");
             self.emit(&ExternalChange::Resync);
         }
     }
@@ -216,6 +219,7 @@ async fn listen_once(
     let (client, mut connection) = match config.connect(tls).await {
         Ok(connected) => connected,
         Err(error) => {
+            let error = crate::PgError(error);
             tracing::warn!(%error, "cannot connect the database listener; retrying");
             return false;
         }
@@ -261,6 +265,7 @@ async fn listen_once(
                 }
             }
         }
+        metrics::gauge!("cairn_postgres_listener_connected").set(0.0);
         tracing::warn!("the database listener lost its connection; reconnecting");
     }
     driver.abort();

@@ -238,7 +238,11 @@ impl SqliteStore {
     {
         let pool = self.readers.clone();
         run_blocking(move || {
-            let connection = pool.get().map_err(StoreError::backend)?;
+            let asked = std::time::Instant::now();
+            let connection = pool.get();
+            metrics::histogram!("cairn_store_pool_wait_seconds", "backend" => "sqlite")
+                .record(asked.elapsed().as_secs_f64());
+            let connection = connection.map_err(sql_pool)?;
             query(&connection)
         })
         .await
@@ -671,7 +675,14 @@ where
     tokio::task::spawn_blocking(work).await.map_err(StoreError::backend)?
 }
 
+/// A SQLite error as a store error, counted (`cairn_store_errors_total`).
 pub(crate) fn sql(error: rusqlite::Error) -> StoreError {
+    metrics::counter!("cairn_store_errors_total", "backend" => "sqlite").increment(1);
+    StoreError::backend(error)
+}
+
+fn sql_pool(error: r2d2::Error) -> StoreError {
+    metrics::counter!("cairn_store_errors_total", "backend" => "sqlite").increment(1);
     StoreError::backend(error)
 }
 
@@ -879,6 +890,17 @@ impl MemoryStore for SqliteStore {
 
     async fn count_memories(&self) -> Result<u64> {
         Ok(self.live_memories())
+    }
+
+    async fn schema_version(&self) -> Result<cairn_store::SchemaVersion> {
+        let applied = self
+            .read(|connection| {
+                connection
+                    .pragma_query_value(None, "user_version", |row| row.get::<_, u32>(0))
+                    .map_err(sql)
+            })
+            .await?;
+        Ok(cairn_store::SchemaVersion { applied, known: migrations::MIGRATIONS.len() as u32 })
     }
 
     fn count_memories_now(&self) -> Option<u64> {

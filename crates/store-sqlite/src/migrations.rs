@@ -4,7 +4,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 /// Each entry moves the schema up by one version. Never edit an entry that has shipped;
 /// add a new one.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: memories with full-text search, the recall log, outcomes and patch evidence.
     r#"
     CREATE TABLE memories (

@@ -38,6 +38,21 @@ impl StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// The schema's version: the newest migration applied to the database, and the newest this
+/// binary knows (an older binary sharing a database a newer one migrated sees more applied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaVersion {
+    pub applied: u32,
+    pub known: u32,
+}
+
+impl SchemaVersion {
+    /// Whether every migration this binary knows is applied.
+    pub fn current(self) -> bool {
+        self.applied >= self.known
+    }
+}
+
 /// Which memories a list or a search considers.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemoryFilter {
@@ -210,6 +225,10 @@ pub trait MemoryStore: Send + Sync {
 
     /// Counts memories that are not archived.
     async fn count_memories(&self) -> Result<u64>;
+
+    /// The schema's migration as the database has it, and the newest this binary knows; a
+    /// round trip to the database, so it also says whether the database answers.
+    async fn schema_version(&self) -> Result<SchemaVersion>;
 
     /// [`count_memories`](MemoryStore::count_memories) when the store keeps the count at
     /// hand and answers without I/O; `None` when it must count.

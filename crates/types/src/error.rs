@@ -109,6 +109,11 @@ pub struct ErrorBody {
     /// The same number as the HTTP status code.
     #[schema(example = 422)]
     pub status: u16,
+    /// The request's id, as its `X-Request-Id` response header gives it and the daemon's log
+    /// lines carry it: quote it when reporting a failure.
+    #[serde(rename = "requestId", default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "req_01jd8x6v1f3kq9z2m4n5p6r7s8")]
+    pub request_id: Option<String>,
 }
 
 impl ErrorEnvelope {
@@ -118,6 +123,7 @@ impl ErrorEnvelope {
                 code: code.as_str().to_owned(),
                 message: message.into(),
                 status: code.status(),
+                request_id: None,
             },
         }
     }

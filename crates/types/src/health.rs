@@ -19,4 +19,10 @@ pub struct Health {
     pub retrieval: String,
     /// Memories not embedded yet (found by full-text ranking until they are).
     pub embeddings_pending: u64,
+    /// The storage schema's version: the newest migration the database has.
+    #[schema(example = 14)]
+    pub schema_version: u32,
+    /// The build: the version and the git commit it was built from.
+    #[schema(example = "0.1.0+3f2a1bc")]
+    pub build: String,
 }

@@ -19,6 +19,7 @@ pub enum IdPrefix {
     ChannelSegment,
     VoiceConnection,
     Response,
+    Request,
 }
 
 impl IdPrefix {
@@ -40,6 +41,7 @@ impl IdPrefix {
             IdPrefix::ChannelSegment => "seg",
             IdPrefix::VoiceConnection => "vc",
             IdPrefix::Response => "resp",
+            IdPrefix::Request => "req",
         }
     }
 }

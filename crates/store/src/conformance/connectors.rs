@@ -355,6 +355,10 @@ impl MemoryStore for FailingSyncStore {
         self.inner.count_memories().await
     }
 
+    async fn schema_version(&self) -> Result<crate::SchemaVersion> {
+        self.inner.schema_version().await
+    }
+
     async fn record_recalls(&self, recalls: &[crate::Recall]) -> Result<()> {
         self.inner.record_recalls(recalls).await
     }
