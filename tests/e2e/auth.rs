@@ -423,3 +423,38 @@ async fn one_address_cannot_hold_every_connection() {
     }
     assert!(healthy, "the address may connect again");
 }
+
+#[tokio::test]
+async fn a_key_created_with_an_expiry_stops_working_then_and_the_list_says_when_keys_were_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let created = run_cairn(
+        dir.path(),
+        "keys",
+        &["create", "--role", "write", "--name", "ci", "--expires-in", "3s"],
+        &[],
+    );
+    assert!(created.status.success(), "{created:?}");
+    let stdout = String::from_utf8(created.stdout).unwrap();
+    assert!(stdout.contains(", until "), "{stdout}");
+    let secret = stdout.lines().last().unwrap().to_owned();
+    let (_, lasting) = create_key(dir.path(), "read");
+    let daemon = Daemon::start_in_with(dir.path(), &["--profile", "production"], &[]);
+    assert_eq!(post_memory(&daemon, &[("x-api-key", &secret)]).await.status, 201);
+    let list = run_cairn(dir.path(), "keys", &["list"], &[]);
+    let list = String::from_utf8(list.stdout).unwrap();
+    let ci = list.lines().find(|line| line.ends_with("ci")).unwrap();
+    assert!(ci.contains("active until") && ci.contains("last used"), "{list}");
+    assert!(list.contains("never used"), "the other key: {list}");
+
+    tokio::time::sleep(std::time::Duration::from_millis(3200)).await;
+    let refused = post_memory(&daemon, &[("x-api-key", &secret)]).await;
+    let message = refused.assert_error(401, "UNAUTHORIZED");
+    assert!(message.contains("expired"), "{message}");
+    let reads = daemon
+        .request_with(Method::GET, "/api/memories", Body::None, &[("x-api-key", &lasting)])
+        .await;
+    assert_eq!(reads.status, 200, "a key without an expiry goes on");
+    let list = run_cairn(dir.path(), "keys", &["list"], &[]);
+    let list = String::from_utf8(list.stdout).unwrap();
+    assert!(list.lines().any(|line| line.ends_with("ci") && line.contains("expired")), "{list}");
+}

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 use serde_json::{Value, json};
 
-use crate::util::{Body, Daemon, create_key};
+use crate::util::{Body, Daemon, Reply, create_key};
 
 /// The samples of a Prometheus text exposition: `name{labels}` to value. Panics on a line
 /// that is neither a comment nor a sample, so a malformed exposition fails the test.
@@ -244,4 +244,121 @@ async fn only_the_consoles_pages_are_html() {
         assert_eq!(page.status, 200, "{path}");
         assert_eq!(page.headers["content-type"], "text/html; charset=utf-8", "{path}");
     }
+}
+
+/// A write with an `Idempotency-Key`.
+async fn keyed(daemon: &Daemon, method: Method, path: &str, body: Value, key: &str) -> Reply {
+    daemon.request_with(method, path, Body::Json(body), &[("idempotency-key", key)]).await
+}
+
+#[tokio::test]
+async fn a_retried_write_runs_once_and_answers_the_same() {
+    let daemon = Daemon::start();
+    let memory = json!({"content": "Deploys go through the release script.", "scope": "global"});
+    let first = keyed(&daemon, Method::POST, "/api/memories", memory.clone(), "k-1").await;
+    assert_eq!(first.status, 201);
+    assert!(first.headers.get("idempotent-replayed").is_none());
+    let again = keyed(&daemon, Method::POST, "/api/memories", memory.clone(), "k-1").await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+    assert_eq!(again.body, first.body, "the first answer, again");
+    assert_eq!(daemon.get("/api/memories").await.body["total"], 1, "stored once");
+
+    let other = json!({"content": "Another memory.", "scope": "global"});
+    keyed(&daemon, Method::POST, "/api/memories", other.clone(), "k-1")
+        .await
+        .assert_error(409, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(keyed(&daemon, Method::POST, "/api/memories", other, "k-2").await.status, 201);
+
+    // PATCH and DELETE alike.
+    let id = first.body["id"].as_str().unwrap();
+    let path = format!("/api/memories/{id}");
+    let patched = keyed(&daemon, Method::PATCH, &path, json!({"status": "stale"}), "k-3").await;
+    assert_eq!(patched.status, 200);
+    let replayed = keyed(&daemon, Method::PATCH, &path, json!({"status": "stale"}), "k-3").await;
+    assert_eq!((replayed.status, &replayed.body), (200, &patched.body));
+    let archived =
+        daemon.request_with(Method::DELETE, &path, Body::None, &[("idempotency-key", "k-4")]).await;
+    let again =
+        daemon.request_with(Method::DELETE, &path, Body::None, &[("idempotency-key", "k-4")]).await;
+    assert_eq!((archived.status, again.status), (200, 200), "{again:?}");
+    assert_eq!(again.headers["idempotent-replayed"], "true");
+
+    // The runtime's writes too: one message, however often it is sent.
+    let created =
+        keyed(&daemon, Method::POST, "/api/runtime/conversations", json!({}), "c-1").await;
+    let conversation = created.body["conversation"]["id"].as_str().unwrap().to_owned();
+    let again = keyed(&daemon, Method::POST, "/api/runtime/conversations", json!({}), "c-1").await;
+    assert_eq!(again.body["conversation"]["id"], conversation.as_str());
+    let messages = format!("/api/runtime/conversations/{conversation}/messages");
+    let message = json!({"message": "Where is my order?"});
+    for _ in 0..3 {
+        let sent = keyed(&daemon, Method::POST, &messages, message.clone(), "m-1").await;
+        assert!(sent.status < 300, "{sent:?}");
+    }
+    let events = daemon.get(&format!("/api/runtime/conversations/{conversation}/events")).await;
+    let received = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["type"] == "message" && event["data"]["role"] == "user")
+        .count();
+    assert_eq!(received, 1, "{events:?}");
+
+    // A key of no sane shape is refused, and nothing is stored.
+    keyed(&daemon, Method::POST, "/api/memories", memory, "has space")
+        .await
+        .assert_error(422, "VALIDATION_ERROR");
+}
+
+#[tokio::test]
+async fn concurrent_retries_run_once() {
+    let daemon = Daemon::start();
+    let memories: Vec<Value> = (0..300)
+        .map(|i| json!({"content": format!("Batch memory number {i} about deploys."), "scope": "global"}))
+        .collect();
+    let batch = json!({"memories": memories});
+    let sends =
+        (0..8).map(|_| keyed(&daemon, Method::POST, "/api/memories/batch", batch.clone(), "b-1"));
+    let replies = futures_util::future::join_all(sends).await;
+    let mut created = 0;
+    for reply in &replies {
+        match reply.status {
+            201 => created += 1,
+            409 => assert_eq!(reply.body["error"]["code"], "IDEMPOTENCY_KEY_IN_USE", "{reply:?}"),
+            other => panic!("{other}: {reply:?}"),
+        }
+    }
+    assert!(created >= 1);
+    assert_eq!(daemon.get("/api/memories").await.body["total"], 300, "one batch stored");
+}
+
+#[tokio::test]
+async fn keys_belong_to_their_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, bob) = (create_key(dir.path(), "write"), create_key(dir.path(), "write"));
+    let daemon = Daemon::start_in_with(dir.path(), &["--profile", "production"], &[]);
+    let daemon = &daemon;
+    let send = |key: &str, content: &str| {
+        let key = key.to_owned();
+        let body = json!({"content": content, "scope": "global"});
+        async move {
+            let headers = [("x-api-key", key.as_str()), ("idempotency-key", "same")];
+            daemon.request_with(Method::POST, "/api/memories", Body::Json(body), &headers).await
+        }
+    };
+    assert_eq!(send(&alice, "Alice's memory.").await.status, 201);
+    let bobs = send(&bob, "Bob's memory.").await;
+    assert_eq!(bobs.status, 201, "another caller's key is another key: {bobs:?}");
+    assert!(bobs.headers.get("idempotent-replayed").is_none());
+    // Without credentials: the API's refusal, not a replay.
+    let anonymous = daemon
+        .request_with(
+            Method::POST,
+            "/api/memories",
+            Body::Json(json!({"content": "Alice's memory.", "scope": "global"})),
+            &[("idempotency-key", "same")],
+        )
+        .await;
+    anonymous.assert_error(401, "UNAUTHORIZED");
 }

@@ -423,3 +423,25 @@ async fn sixty_four_slow_turns_on_one_daemon_all_answer() {
     }
     eprintln!("64 slow turns answered in {:?}", started.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_holds_across_daemons() {
+    let (_cluster, url) = database();
+    let (a, b) = (daemon(&url), daemon(&url));
+    let memory = json!({"content": "Releases are cut on Tuesdays.", "scope": "global"});
+    async fn send(daemon: &Daemon, body: Value) -> Reply {
+        let body = Body::Json(body);
+        daemon
+            .request_with(Method::POST, "/api/memories", body, &[("idempotency-key", "rel-1")])
+            .await
+    }
+    let first = send(&a, memory.clone()).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let retried = send(&b, memory).await;
+    assert_eq!((retried.status, &retried.body), (201, &first.body), "{retried:?}");
+    assert_eq!(retried.headers["idempotent-replayed"], "true");
+    send(&b, json!({"content": "Something else.", "scope": "global"}))
+        .await
+        .assert_error(409, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(a.get("/api/memories").await.body["total"], 1);
+}

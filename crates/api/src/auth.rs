@@ -148,11 +148,38 @@ const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
 pub(crate) struct Authenticator {
     config: AuthConfig,
     keys: Arc<dyn KeyStore>,
+    /// When each key's use was last noted in the store: a key's uses are written at most
+    /// once a minute (`cairn keys list` shows the last one).
+    noted_uses: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// How often a key's last use is written to the store, at most.
+const NOTE_USE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Authenticator {
     pub(crate) fn new(config: AuthConfig, keys: Arc<dyn KeyStore>) -> Authenticator {
-        Authenticator { config, keys }
+        Authenticator { config, keys, noted_uses: Default::default() }
+    }
+
+    /// Notes `key`'s use in the store, unless it was noted within the last minute; in the
+    /// background (bookkeeping never delays a request).
+    fn note_use(&self, key: &ApiKey) {
+        {
+            let mut noted = self.noted_uses.lock().expect("never poisoned");
+            if noted.get(&key.id).is_some_and(|at| at.elapsed() < NOTE_USE_EVERY) {
+                return;
+            }
+            if noted.len() > 10_000 {
+                noted.retain(|_, at| at.elapsed() < NOTE_USE_EVERY);
+            }
+            noted.insert(key.id.clone(), std::time::Instant::now());
+        }
+        let (keys, id) = (self.keys.clone(), key.id.clone());
+        tokio::spawn(async move {
+            if let Err(error) = keys.mark_key_used(&id, Timestamp::now()).await {
+                tracing::warn!(%error, key = %id, "cannot note a key's use");
+            }
+        });
     }
 
     /// In the solo profile, refuses requests a web page could have made: addressed to another
@@ -248,7 +275,10 @@ impl Authenticator {
                         .find_conversation_token(&hash, Timestamp::now())
                         .await
                         .map(|found| found.is_some()),
-                    false => keys.find_active_key(&hash).await.map(|found| found.is_some()),
+                    false => keys
+                        .find_active_key(&hash)
+                        .await
+                        .map(|found| found.is_some_and(|key| !key.expired(Timestamp::now()))),
                 };
                 match valid {
                     Ok(true) => {}
@@ -314,6 +344,12 @@ impl Authenticator {
         })?;
         let key =
             found.ok_or_else(|| unauthorized("the API key is not valid (unknown or revoked)"))?;
+        if let Some(expires_at) = key.expires_at.filter(|_| key.expired(Timestamp::now())) {
+            return Err(unauthorized(format!(
+                "the API key expired at {expires_at}; create a new one with `cairn keys create`"
+            )));
+        }
+        self.note_use(&key);
         Ok(Principal { id: format!("key:{}", key.id), role: key.role, conversation: None })
     }
 
@@ -506,7 +542,13 @@ pub fn new_conversation_token(
     (secret, record)
 }
 
-pub fn new_api_key(role: Role, name: Option<String>) -> (String, ApiKey) {
+/// A new API key: the secret (shown once) and its record, which stops working at
+/// `expires_at` when there is one.
+pub fn new_api_key(
+    role: Role,
+    name: Option<String>,
+    expires_at: Option<Timestamp>,
+) -> (String, ApiKey) {
     let mut random = [0u8; 32];
     getrandom::fill(&mut random).expect("the operating system provides randomness");
     let secret = format!("cairn_{}", hex::encode(random));
@@ -518,6 +560,8 @@ pub fn new_api_key(role: Role, name: Option<String>) -> (String, ApiKey) {
         hash: hash_key(&secret),
         created_at: Timestamp::now(),
         revoked_at: None,
+        expires_at,
+        last_used_at: None,
     };
     (secret, record)
 }
@@ -566,8 +610,8 @@ mod tests {
 
     #[test]
     fn keys_are_random_and_stored_hashed() {
-        let (secret, record) = new_api_key(Role::Read, None);
-        let (other, _) = new_api_key(Role::Read, None);
+        let (secret, record) = new_api_key(Role::Read, None, None);
+        let (other, _) = new_api_key(Role::Read, None, None);
         assert_ne!(secret, other);
         assert!(secret.starts_with("cairn_") && secret.len() == 70);
         assert_eq!(record.hash, hash_key(&secret));

@@ -307,6 +307,17 @@ impl MemoryApi {
         self.inner.authenticator.credential_ends(headers)
     }
 
+    /// Who is calling, as this API's authentication finds it (the solo profile's local-only
+    /// rule, then the credentials), without spending a rate limit or checking a role: for a
+    /// server that keys something of its own by the caller (idempotency keys). The error is
+    /// the response to send.
+    pub async fn authenticate(
+        &self,
+        parts: &http::request::Parts,
+    ) -> Result<Principal, Response<ResponseBody>> {
+        self.identify_parts(parts, &[]).await.map_err(ApiError::into_response)
+    }
+
     pub async fn authorize_parts(
         &self,
         parts: &http::request::Parts,

@@ -17,6 +17,9 @@ pub(crate) enum KeysCommand {
         /// A name to recognise the key by (not empty).
         #[arg(long, value_parser = key_name)]
         name: Option<String>,
+        /// How long the key works, e.g. `30d` or `12h` [default: until revoked].
+        #[arg(long, value_parser = humantime::parse_duration)]
+        expires_in: Option<std::time::Duration>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -36,12 +39,26 @@ pub(crate) enum KeysCommand {
 
 pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
     match command {
-        KeysCommand::Create { role, name, store } => {
+        KeysCommand::Create { role, name, expires_in, store } => {
             let role: Role = role.parse().map_err(anyhow::Error::msg)?;
+            let expires_at = match expires_in {
+                Some(life) if life.is_zero() => anyhow::bail!("--expires-in must be above 0"),
+                Some(life) => {
+                    let millis = i64::try_from(life.as_millis()).unwrap_or(i64::MAX);
+                    Some(Timestamp::from_millis(
+                        Timestamp::now().as_millis().saturating_add(millis),
+                    ))
+                }
+                None => None,
+            };
             let store = store.open_store(false).await?.store;
-            let (secret, record) = cairn_api::new_api_key(role, name);
+            let (secret, record) = cairn_api::new_api_key(role, name, expires_at);
             store.insert_key(&record).await?;
-            println!("created {} with role {} (shown once; store it now):", record.id, record.role);
+            let until = record.expires_at.map(|at| format!(", until {at}")).unwrap_or_default();
+            println!(
+                "created {} with role {}{until} (shown once; store it now):",
+                record.id, record.role
+            );
             println!("{secret}");
         }
         KeysCommand::List { store } => {
@@ -50,13 +67,20 @@ pub(crate) async fn run(command: KeysCommand) -> anyhow::Result<()> {
             if keys.is_empty() {
                 println!("no keys; create one with `cairn keys create --role admin`");
             }
+            let now = Timestamp::now();
             for key in keys {
-                let state = key
-                    .revoked_at
-                    .map_or_else(|| "active".to_owned(), |at| format!("revoked {at}"));
+                let state = match (key.revoked_at, key.expires_at) {
+                    (Some(at), _) => format!("revoked {at}"),
+                    (None, Some(at)) if key.expired(now) => format!("expired {at}"),
+                    (None, Some(at)) => format!("active until {at}"),
+                    (None, None) => "active".to_owned(),
+                };
+                let used = key
+                    .last_used_at
+                    .map_or_else(|| "never used".to_owned(), |at| format!("last used {at}"));
                 let name = key.name.unwrap_or_default();
                 println!(
-                    "{}  {:<5}  {}…  {}  {state}  {name}",
+                    "{}  {:<5}  {}…  {}  {state}  {used}  {name}",
                     key.id, key.role, key.prefix, key.created_at
                 );
             }
@@ -95,6 +119,7 @@ mod tests {
         let create = |url: Option<&str>, name: &str| KeysCommand::Create {
             role: "admin".to_owned(),
             name: Some(name.to_owned()),
+            expires_in: None,
             store: store_args(dir.path(), url),
         };
         run(create(Some(&url), "ops")).await.unwrap();

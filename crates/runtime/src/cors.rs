@@ -27,7 +27,7 @@ pub struct CorsOptions {
     pub allowed_headers: Vec<String>,
     #[serde(default = "default_methods")]
     pub methods: Vec<String>,
-    #[serde(default)]
+    #[serde(default = "default_exposed_headers")]
     pub exposed_headers: Vec<String>,
     #[serde(default)]
     pub credentials: bool,
@@ -35,8 +35,16 @@ pub struct CorsOptions {
     pub max_age_seconds: Option<u64>,
 }
 
+/// What a browser client sends: its body's type, its token, and the keys that make its
+/// retries safe and its requests traceable.
 fn default_allowed_headers() -> Vec<String> {
-    vec!["content-type".into(), "authorization".into()]
+    ["content-type", "authorization", "idempotency-key", "x-request-id"].map(Into::into).into()
+}
+
+/// What a browser client may read of an answer besides the basics: the request's id and
+/// whether the answer is a replay of an earlier one.
+fn default_exposed_headers() -> Vec<String> {
+    ["x-request-id", "idempotent-replayed"].map(Into::into).into()
 }
 
 fn default_methods() -> Vec<String> {
@@ -49,7 +57,7 @@ impl CorsOptions {
             origins: origins.into_iter().map(Into::into).collect(),
             allowed_headers: default_allowed_headers(),
             methods: default_methods(),
-            exposed_headers: Vec::new(),
+            exposed_headers: default_exposed_headers(),
             credentials: false,
             max_age_seconds: None,
         }
@@ -149,7 +157,10 @@ mod tests {
         assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://app.example.com");
         assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
         assert_eq!(headers[header::ACCESS_CONTROL_MAX_AGE], "600");
-        assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_HEADERS], "content-type, authorization");
+        assert_eq!(
+            headers[header::ACCESS_CONTROL_ALLOW_HEADERS],
+            "content-type, authorization, idempotency-key, x-request-id"
+        );
         let refused = preflight(&cors, "https://evil.example.com");
         assert_eq!(refused.status(), StatusCode::FORBIDDEN);
         assert!(refused.headers().get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());

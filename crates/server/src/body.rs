@@ -26,12 +26,20 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// bytes it yields are charged to its [`Reservation`]; one that outgrows it and cannot grow
 /// it fails with [`BodyBusy`].
 pub struct GuardedBody {
-    inner: Incoming,
+    inner: Source,
     deadline: Option<Pin<Box<Sleep>>>,
     timeout: Duration,
     _slot: Option<OwnedSemaphorePermit>,
     reservation: Option<Arc<Reservation>>,
     read: u64,
+}
+
+/// Where a body's bytes come from.
+enum Source {
+    /// The connection.
+    Incoming(Incoming),
+    /// Read already (an idempotent write's body, read to fingerprint it): yielded once.
+    Read(Option<Bytes>),
 }
 
 impl GuardedBody {
@@ -41,7 +49,21 @@ impl GuardedBody {
         slot: Option<OwnedSemaphorePermit>,
         reservation: Option<Arc<Reservation>>,
     ) -> GuardedBody {
+        let inner = Source::Incoming(inner);
         GuardedBody { inner, deadline: None, timeout, _slot: slot, reservation, read: 0 }
+    }
+
+    /// A body read already: its bytes, at once.
+    pub(crate) fn full(bytes: Bytes) -> GuardedBody {
+        let inner = Source::Read(Some(bytes).filter(|bytes| !bytes.is_empty()));
+        GuardedBody {
+            inner,
+            deadline: None,
+            timeout: Duration::MAX,
+            _slot: None,
+            reservation: None,
+            read: 0,
+        }
     }
 
     /// Charges a frame of `length` bytes; false when the budget cannot cover it.
@@ -62,7 +84,13 @@ impl Body for GuardedBody {
         mut self: Pin<&mut Self>,
         context: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(context) {
+        let incoming = match &mut self.inner {
+            Source::Incoming(incoming) => incoming,
+            Source::Read(bytes) => {
+                return Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes))));
+            }
+        };
+        if let Poll::Ready(frame) = Pin::new(incoming).poll_frame(context) {
             if let Some(Ok(frame)) = &frame
                 && let Some(data) = frame.data_ref()
                 && !self.charge(data.len())
@@ -80,11 +108,19 @@ impl Body for GuardedBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.inner {
+            Source::Incoming(incoming) => incoming.is_end_stream(),
+            Source::Read(bytes) => bytes.is_none(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.inner {
+            Source::Incoming(incoming) => incoming.size_hint(),
+            Source::Read(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |bytes| bytes.len() as u64))
+            }
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 mod body;
 mod connections;
 mod console;
+mod idempotency;
 mod openapi;
 mod peer;
 mod telemetry;
@@ -262,13 +263,28 @@ impl Services {
 
     async fn handle(
         &self,
-        mut request: Request<GuardedBody>,
+        request: Request<GuardedBody>,
         peer: SocketAddr,
         account: Option<PeerAccount>,
     ) -> Response<ResponseBody> {
         if let Some(response) = console::respond(&request) {
             return response;
         }
+        let path = request.uri().path();
+        if idempotency::applies(&request) && path != MCP_PATH && path != METRICS_PATH {
+            let run = |request| self.dispatch(request, peer, account);
+            return Box::pin(idempotency::handle(self, request, run)).await;
+        }
+        self.dispatch(request, peer, account).await
+    }
+
+    /// Hands `request` to the handler whose path it is.
+    async fn dispatch(
+        &self,
+        mut request: Request<GuardedBody>,
+        peer: SocketAddr,
+        account: Option<PeerAccount>,
+    ) -> Response<ResponseBody> {
         let path = request.uri().path();
         let runtime = self.runtime.as_ref().filter(|runtime| runtime.serves(path));
         let mcp = self.mcp.as_ref().filter(|_| path == MCP_PATH);

@@ -7,7 +7,8 @@ use tokio_postgres::Row;
 
 use crate::{PgStore, pg};
 
-const KEY_COLUMNS: &str = "id, name, role, prefix, hash, created_at, revoked_at";
+const KEY_COLUMNS: &str =
+    "id, name, role, prefix, hash, created_at, revoked_at, expires_at, last_used_at";
 const TOKEN_COLUMNS: &str = "id, conversation_id, hash, created_at, expires_at, revoked_at";
 
 fn key_from_row(row: &Row) -> Result<ApiKey> {
@@ -20,6 +21,8 @@ fn key_from_row(row: &Row) -> Result<ApiKey> {
         hash: row.get(4),
         created_at: Timestamp::from_millis(row.get(5)),
         revoked_at: row.get::<_, Option<i64>>(6).map(Timestamp::from_millis),
+        expires_at: row.get::<_, Option<i64>>(7).map(Timestamp::from_millis),
+        last_used_at: row.get::<_, Option<i64>>(8).map(Timestamp::from_millis),
     })
 }
 
@@ -41,7 +44,7 @@ impl KeyStore for PgStore {
             Box::pin(async move {
                 let statement = client
                     .prepare_cached(&format!(
-                        "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                        "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
                     ))
                     .await
                     .map_err(pg)?;
@@ -56,6 +59,8 @@ impl KeyStore for PgStore {
                             &key.hash,
                             &key.created_at.as_millis(),
                             &key.revoked_at.map(Timestamp::as_millis),
+                            &key.expires_at.map(Timestamp::as_millis),
+                            &key.last_used_at.map(Timestamp::as_millis),
                         ],
                     )
                     .await
@@ -108,6 +113,24 @@ impl KeyStore for PgStore {
                     .await
                     .map_err(pg)?;
                 Ok(client.execute(&statement, &[id, at]).await.map_err(pg)? == 1)
+            })
+        })
+        .await
+    }
+
+    async fn mark_key_used(&self, id: &str, at: Timestamp) -> Result<()> {
+        self.call((id.to_owned(), at.as_millis()), |_, client, (id, at)| {
+            Box::pin(async move {
+                let statement = client
+                    // Never back in time: daemons sharing the database note their own uses.
+                    .prepare_cached(
+                        "UPDATE api_keys SET last_used_at = $2 WHERE id = $1 \
+                         AND (last_used_at IS NULL OR last_used_at < $2)",
+                    )
+                    .await
+                    .map_err(pg)?;
+                client.execute(&statement, &[id, at]).await.map_err(pg)?;
+                Ok(())
             })
         })
         .await

@@ -11,6 +11,7 @@ mod conflicts;
 mod connectors;
 mod conversations;
 mod fts;
+mod idempotency;
 mod keys;
 mod locks;
 mod memories;

@@ -11,6 +11,11 @@ pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "initial", include_str!("../migrations/0001_initial.sql")),
     (2, "memory_recalls", include_str!("../migrations/0002_memory_recalls.sql")),
     (3, "repo_without_case", include_str!("../migrations/0003_repo_without_case.sql")),
+    (
+        4,
+        "idempotency_and_key_expiry",
+        include_str!("../migrations/0004_idempotency_and_key_expiry.sql"),
+    ),
 ];
 
 fn checksum(sql: &str) -> String {

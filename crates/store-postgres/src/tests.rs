@@ -96,6 +96,8 @@ async fn keys_and_tokens_are_found_by_hash_until_revoked() {
         hash: format!("{id}-hash"),
         created_at: Timestamp::from_millis(at),
         revoked_at: None,
+        expires_at: None,
+        last_used_at: None,
     };
     store.insert_key(&key("k2", 2)).await.unwrap();
     store.insert_key(&key("k1", 1)).await.unwrap();
@@ -129,7 +131,7 @@ async fn stores_opening_at_once_migrate_once() {
     assert_eq!(
         cluster
             .psql(&database, "SELECT string_agg(version::text, ',') FROM fresh.cairn_migrations"),
-        "1,2,3",
+        "1,2,3,4",
         "each migration applied once"
     );
     // And it is in that schema only.

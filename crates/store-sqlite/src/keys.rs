@@ -7,7 +7,8 @@ use rusqlite::{OptionalExtension, Row, params};
 
 use crate::{SqliteStore, sql};
 
-const KEY_COLUMNS: &str = "id, name, role, prefix, hash, created_at, revoked_at";
+const KEY_COLUMNS: &str =
+    "id, name, role, prefix, hash, created_at, revoked_at, expires_at, last_used_at";
 
 fn key_from_row(row: &Row<'_>) -> rusqlite::Result<ApiKey> {
     let role: String = row.get(2)?;
@@ -21,6 +22,8 @@ fn key_from_row(row: &Row<'_>) -> rusqlite::Result<ApiKey> {
         hash: row.get(4)?,
         created_at: Timestamp::from_millis(row.get(5)?),
         revoked_at: row.get::<_, Option<i64>>(6)?.map(Timestamp::from_millis),
+        expires_at: row.get::<_, Option<i64>>(7)?.map(Timestamp::from_millis),
+        last_used_at: row.get::<_, Option<i64>>(8)?.map(Timestamp::from_millis),
     })
 }
 
@@ -30,7 +33,7 @@ impl KeyStore for SqliteStore {
         let key = key.clone();
         self.write(move |tx| {
             tx.prepare_cached(&format!(
-                "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
             ))
             .map_err(sql)?
             .execute(params![
@@ -41,6 +44,8 @@ impl KeyStore for SqliteStore {
                 key.hash,
                 key.created_at.as_millis(),
                 key.revoked_at.map(Timestamp::as_millis),
+                key.expires_at.map(Timestamp::as_millis),
+                key.last_used_at.map(Timestamp::as_millis),
             ])
             .map_err(sql)?;
             Ok(())
@@ -87,6 +92,18 @@ impl KeyStore for SqliteStore {
                 .execute(params![id, at.as_millis()])
                 .map_err(sql)?;
             Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn mark_key_used(&self, id: &str, at: Timestamp) -> Result<()> {
+        let id = id.to_owned();
+        self.write_relaxed(move |tx| {
+            tx.prepare_cached("UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1")
+                .map_err(sql)?
+                .execute(params![id, at.as_millis()])
+                .map_err(sql)?;
+            Ok(())
         })
         .await
     }

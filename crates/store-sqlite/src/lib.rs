@@ -8,6 +8,7 @@ mod audit;
 mod conflicts;
 mod connectors;
 mod conversations;
+mod idempotency;
 mod keys;
 mod migrations;
 mod rows;

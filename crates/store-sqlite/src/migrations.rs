@@ -330,6 +330,23 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX memories_repo_rules_nocase ON memories (repo COLLATE NOCASE, created_at DESC)
         WHERE scope = 'repo' AND status = 'active' AND archived_at IS NULL;
     "#,
+    // 15: idempotency keys of HTTP writes (issue 30): a key's first answer, kept a day
+    // (`status` NULL while the request runs); and API keys' expiry and last use.
+    r#"
+    CREATE TABLE idempotency_keys (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        status INTEGER,
+        content_type TEXT,
+        body BLOB,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX idempotency_keys_by_age ON idempotency_keys (created_at);
+    ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+    ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

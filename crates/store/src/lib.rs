@@ -8,11 +8,13 @@ pub mod conformance;
 mod connectors;
 mod conversations;
 pub mod fulltext;
+mod idempotency;
 mod shared;
 pub mod transfer;
 
 pub use connectors::*;
 pub use conversations::*;
+pub use idempotency::*;
 pub use shared::*;
 
 use async_trait::async_trait;
@@ -304,12 +306,24 @@ pub trait MemoryStore: Send + Sync {
 
 /// Everything Cairn stores, for code that holds one backend.
 pub trait Store:
-    MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore + ConversationStore
+    MemoryStore
+    + KeyStore
+    + ConnectorStore
+    + ConflictStore
+    + VectorStore
+    + ConversationStore
+    + IdempotencyStore
 {
 }
 
 impl<T> Store for T where
-    T: MemoryStore + KeyStore + ConnectorStore + ConflictStore + VectorStore + ConversationStore
+    T: MemoryStore
+        + KeyStore
+        + ConnectorStore
+        + ConflictStore
+        + VectorStore
+        + ConversationStore
+        + IdempotencyStore
 {
 }
 
@@ -326,6 +340,9 @@ pub trait KeyStore: Send + Sync {
 
     /// Revokes a key; false when there is no such key or it was revoked already.
     async fn revoke_key(&self, id: &str, at: Timestamp) -> Result<bool>;
+
+    /// Notes that the key was used at `at` (bookkeeping: a crash may lose the last note).
+    async fn mark_key_used(&self, id: &str, at: Timestamp) -> Result<()>;
 
     /// Stores a token for its conversation, in one step with the conversation's existence:
     /// false, storing nothing, when the conversation does not exist (or is being erased, on

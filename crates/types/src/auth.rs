@@ -71,6 +71,20 @@ pub struct ApiKey {
     pub hash: String,
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+    /// When the key stops working, if it was created with an expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    /// When the key was last used (kept to the minute: a key's uses within a minute of the
+    /// last noted one are not written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<Timestamp>,
+}
+
+impl ApiKey {
+    /// Whether the key has expired at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|expires| expires <= now)
+    }
 }
 
 /// A conversation token as stored: its hash, the conversation it opens, and its life.

@@ -31,6 +31,10 @@ pub enum ErrorCode {
     PromptNotFound,
     ConversationClosed,
     CapabilityNotSupported,
+    /// An `Idempotency-Key` sent again with another request (method, path or body).
+    IdempotencyKeyReused,
+    /// An `Idempotency-Key` whose first request is still running: retry after `Retry-After`.
+    IdempotencyKeyInUse,
 }
 
 impl ErrorCode {
@@ -57,6 +61,8 @@ impl ErrorCode {
             ErrorCode::PromptNotFound => "PROMPT_NOT_FOUND",
             ErrorCode::ConversationClosed => "CONVERSATION_CLOSED",
             ErrorCode::CapabilityNotSupported => "CAPABILITY_NOT_SUPPORTED",
+            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            ErrorCode::IdempotencyKeyInUse => "IDEMPOTENCY_KEY_IN_USE",
         }
     }
 
@@ -74,7 +80,10 @@ impl ErrorCode {
             | ErrorCode::ConversationNotFound
             | ErrorCode::PromptNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::Conflict | ErrorCode::ConversationClosed => 409,
+            ErrorCode::Conflict
+            | ErrorCode::ConversationClosed
+            | ErrorCode::IdempotencyKeyReused
+            | ErrorCode::IdempotencyKeyInUse => 409,
             ErrorCode::RequestTimeout => 408,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::ValidationError => 422,
@@ -97,7 +106,7 @@ pub struct ErrorEnvelope {
 pub struct ErrorBody {
     /// One of `UNAUTHORIZED`, `FORBIDDEN`, `NOT_FOUND`, `MEMORY_NOT_FOUND`, `EVIDENCE_NOT_FOUND`,
     /// `CONNECTOR_NOT_FOUND`, `CONFLICT_NOT_FOUND`,
-    /// `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`, `SERVER_BUSY`; the runtime adds `CONVERSATION_NOT_FOUND`,
+    /// `METHOD_NOT_ALLOWED`, `REQUEST_TIMEOUT`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `VALIDATION_ERROR`, `RATE_LIMITED`, `INTERNAL_ERROR`, `SERVICE_UNAVAILABLE`, `SERVER_BUSY`, `IDEMPOTENCY_KEY_REUSED`, `IDEMPOTENCY_KEY_IN_USE`; the runtime adds `CONVERSATION_NOT_FOUND`,
     /// `PROMPT_NOT_FOUND`, `CONVERSATION_CLOSED`, `CAPABILITY_NOT_SUPPORTED` and, for the voice
     /// socket's handshake, `BAD_REQUEST`.
     #[schema(example = "VALIDATION_ERROR")]

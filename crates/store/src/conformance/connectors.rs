@@ -431,6 +431,10 @@ impl KeyStore for FailingSyncStore {
         self.inner.revoke_key(id, at).await
     }
 
+    async fn mark_key_used(&self, id: &str, at: Timestamp) -> Result<()> {
+        self.inner.mark_key_used(id, at).await
+    }
+
     async fn insert_conversation_token(&self, token: &ConversationTokenRecord) -> Result<bool> {
         self.inner.insert_conversation_token(token).await
     }
@@ -687,5 +691,35 @@ impl ConversationStore for FailingSyncStore {
 
     async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>> {
         self.inner.get_voice_segment(segment_id).await
+    }
+}
+
+#[async_trait]
+impl crate::IdempotencyStore for FailingSyncStore {
+    async fn claim_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+        fingerprint: &str,
+        now: Timestamp,
+    ) -> Result<crate::Claim> {
+        self.inner.claim_idempotency(scope, key, fingerprint, now).await
+    }
+
+    async fn complete_idempotency(
+        &self,
+        scope: &str,
+        key: &str,
+        answer: &crate::StoredAnswer,
+    ) -> Result<()> {
+        self.inner.complete_idempotency(scope, key, answer).await
+    }
+
+    async fn release_idempotency(&self, scope: &str, key: &str) -> Result<()> {
+        self.inner.release_idempotency(scope, key).await
+    }
+
+    async fn purge_idempotency(&self, now: Timestamp) -> Result<u64> {
+        self.inner.purge_idempotency(now).await
     }
 }

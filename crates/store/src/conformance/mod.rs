@@ -47,6 +47,49 @@ where
     deleted_conversations_leave_nothing(open_store().await).await;
     text_with_nul_is_kept_or_refused(open_store().await).await;
     neighbours_are_the_live_memories_stored_next_to_each(open_store().await).await;
+    idempotency_keys_run_once_and_answer_again(open_store().await).await;
+}
+
+/// An idempotency key is claimed once; its answer is given again for a day; another request
+/// under it is refused; a claim whose answer never came lapses after its lease.
+async fn idempotency_keys_run_once_and_answer_again(store: Arc<dyn Store>) {
+    use crate::{Claim, IDEMPOTENCY_LEASE_MILLIS, IDEMPOTENCY_TTL_MILLIS, StoredAnswer};
+    let at = Timestamp::from_millis;
+    let t0 = 1_000_000_000_000;
+    let claim = |key: &'static str, fingerprint: &'static str, now: i64| {
+        let store = store.clone();
+        async move { store.claim_idempotency("scope-a", key, fingerprint, at(now)).await.unwrap() }
+    };
+    assert_eq!(claim("k1", "post /a body1", t0).await, Claim::Claimed);
+    assert_eq!(claim("k1", "post /a body1", t0 + 1).await, Claim::Running);
+    assert_eq!(claim("k1", "post /a body2", t0 + 1).await, Claim::Reused);
+    // Keys are per scope.
+    let other = store.claim_idempotency("scope-b", "k1", "x", at(t0)).await.unwrap();
+    assert_eq!(other, Claim::Claimed);
+
+    let answer = StoredAnswer {
+        status: 201,
+        content_type: Some("application/json".to_owned()),
+        body: b"{\"id\":\"mem_1\"}".to_vec(),
+    };
+    store.complete_idempotency("scope-a", "k1", &answer).await.unwrap();
+    // A release after the answer changes nothing.
+    store.release_idempotency("scope-a", "k1").await.unwrap();
+    assert_eq!(claim("k1", "post /a body1", t0 + 5).await, Claim::Replay(answer.clone()));
+    assert_eq!(claim("k1", "post /a body2", t0 + 5).await, Claim::Reused);
+    let day_later = t0 + IDEMPOTENCY_TTL_MILLIS;
+    assert_eq!(claim("k1", "post /a body2", day_later).await, Claim::Claimed, "a day later");
+
+    assert_eq!(claim("k2", "f", t0).await, Claim::Claimed);
+    store.release_idempotency("scope-a", "k2").await.unwrap();
+    assert_eq!(claim("k2", "f", t0 + 1).await, Claim::Claimed, "released: runs again");
+    assert_eq!(claim("k2", "f", t0 + IDEMPOTENCY_LEASE_MILLIS - 1).await, Claim::Running);
+    assert_eq!(claim("k2", "f", t0 + IDEMPOTENCY_LEASE_MILLIS + 1).await, Claim::Claimed);
+
+    // What lapsed is purged: `scope-b`'s claim (never answered) and nothing else yet.
+    let purged = store.purge_idempotency(at(t0 + IDEMPOTENCY_LEASE_MILLIS)).await.unwrap();
+    assert_eq!(purged, 1);
+    assert_eq!(store.purge_idempotency(at(day_later + IDEMPOTENCY_TTL_MILLIS)).await.unwrap(), 2);
 }
 
 /// `adjacent_memories`: the live memories stored just before and after each asked one, in
@@ -700,9 +743,15 @@ async fn keys_are_found_by_hash_until_revoked(store: Arc<dyn Store>) {
         hash: "ab".repeat(32),
         created_at: Timestamp::from_millis(1),
         revoked_at: None,
+        expires_at: Some(Timestamp::from_millis(86_400_000)),
+        last_used_at: None,
     };
     store.insert_key(&key).await.unwrap();
     assert_eq!(store.find_active_key(&key.hash).await.unwrap(), Some(key.clone()));
+    store.mark_key_used(&key.id, Timestamp::from_millis(5)).await.unwrap();
+    let used = store.find_active_key(&key.hash).await.unwrap().unwrap();
+    assert_eq!(used.last_used_at, Some(Timestamp::from_millis(5)), "its last use is noted");
+    let key = used;
     assert_eq!(store.find_active_key(&"cd".repeat(32)).await.unwrap(), None);
     assert_eq!(store.list_keys().await.unwrap(), vec![key.clone()]);
     assert!(store.revoke_key(&key.id, Timestamp::from_millis(2)).await.unwrap());
