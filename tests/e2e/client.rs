@@ -312,3 +312,26 @@ async fn event_streams_resume_across_a_restart_without_repeats_or_gaps() {
     assert_eq!(error.unwrap_err().code(), Some("CONVERSATION_NOT_FOUND"));
     assert!(unknown.next().await.is_none());
 }
+
+#[tokio::test]
+async fn a_write_sent_while_the_daemon_starts_is_retried_and_stored_once() {
+    let url = unused_url();
+    let port = url.rsplit(':').next().unwrap().to_owned();
+    let options = ClientOptions::new(&url).retries(8);
+    let client = Client::new(options).unwrap();
+    let write = tokio::spawn(async move {
+        client.create_memory(&memory("Retries carry one Idempotency-Key.", "shop")).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let daemon = Daemon::start_with(&["--port", &port], &[]);
+    let created = write.await.unwrap().expect("retried until the daemon answered");
+    let listed = daemon.get("/api/memories").await;
+    assert_eq!(listed.body["total"], 1);
+    assert_eq!(listed.body["memories"][0]["id"], created.id.as_str());
+
+    // Refused at once when told not to retry.
+    let once = Client::new(ClientOptions::new(unused_url()).retries(0)).unwrap();
+    let started = std::time::Instant::now();
+    assert!(matches!(once.health().await, Err(Error::Transport { .. })));
+    assert!(started.elapsed() < Duration::from_millis(150));
+}

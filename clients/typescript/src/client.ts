@@ -149,6 +149,13 @@ export interface ServiceClientOptions {
   createEventSource?: EventSourceFactory;
   /** Init fields for every event source, plus `headers`. */
   eventSourceOptions?: ServiceEventSourceOptions;
+  /**
+   * How many times a request is sent again after a network error or a 502, 503 or 504
+   * (default 3), with growing pauses from 200 ms (the service's `Retry-After` when it gives
+   * one). Every POST carries an `Idempotency-Key` (unless `headers` give one), the same for
+   * its retries, so a retried write runs once.
+   */
+  retries?: number;
 }
 
 export interface StreamEventsHandlers {
@@ -246,13 +253,30 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
     const signal = spec.signal ?? resolved.signal;
     if (signal) init.signal = signal;
     if (spec.body !== undefined) init.body = JSON.stringify(spec.body);
-    const response = await fetchImpl(url, init);
+    if (spec.method !== "GET" && !headers.has("idempotency-key")) headers.set("idempotency-key", newIdempotencyKey());
+    const response = await fetchWithRetries(url, init, options.retries ?? 3);
     if (!response.ok) throw await ServiceApiError.fromResponse(response);
     const type = response.headers.get("content-type") ?? "";
     if (spec.onDelta && type.includes("text/event-stream") && response.body) {
       return readStreamedResult<T>(response, spec.onDelta);
     }
     return (await response.json()) as T;
+  }
+
+  /** Sends `init` until it gets an answer worth giving, at most `retries` more times. */
+  async function fetchWithRetries(url: string, init: RequestInit, retries: number): Promise<Response> {
+    for (let attempt = 0; ; attempt++) {
+      let response: Response;
+      try {
+        response = await fetchImpl(url, init);
+      } catch (error) {
+        if (attempt >= retries || init.signal?.aborted) throw error;
+        await pause(backoff(attempt, null));
+        continue;
+      }
+      if (attempt >= retries || !(await worthRetrying(response))) return response;
+      await pause(backoff(attempt, response.headers.get("retry-after")));
+    }
   }
 
   function channelEvent(operation: ServiceOperation, input: ChannelEventInput): Promise<HandleChannelEventResult> {
@@ -497,4 +521,39 @@ function requireId(conversationId: string): string {
     throw new TypeError("a conversation id is required");
   }
   return conversationId;
+}
+
+/** A new idempotency key: a random UUID. */
+function newIdempotencyKey(): string {
+  const crypto = globalThis.crypto;
+  if (crypto && typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const bytes = new Uint8Array(16);
+  if (crypto && typeof crypto.getRandomValues === "function") crypto.getRandomValues(bytes);
+  else for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(Math.random() * 256);
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+/** Whether an answer says to send the request again: a gateway's 502, 503 or 504, or a retry
+ * that found its first attempt still running (`IDEMPOTENCY_KEY_IN_USE`). */
+async function worthRetrying(response: Response): Promise<boolean> {
+  if (response.status === 502 || response.status === 503 || response.status === 504) return true;
+  if (response.status !== 409) return false;
+  try {
+    const body = (await response.clone().json()) as { error?: { code?: string } };
+    return body?.error?.code === "IDEMPOTENCY_KEY_IN_USE";
+  } catch {
+    return false;
+  }
+}
+
+/** The pause before retry `attempt + 1`: `Retry-After` (seconds) when given, else 200 ms
+ * doubling to 2 s; never above 10 s. */
+function backoff(attempt: number, retryAfter: string | null): number {
+  const asked = retryAfter === null ? Number.NaN : Number(retryAfter) * 1000;
+  const grown = Math.min(200 * 2 ** attempt, 2000);
+  return Math.min(Number.isFinite(asked) && asked >= 0 ? asked : grown, 10_000);
+}
+
+function pause(millis: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, millis));
 }

@@ -29,6 +29,12 @@ export class ServiceApiError extends Error {
     return isErrorBody(this.body) ? this.body.error.code : undefined;
   }
 
+  /** The request's id (`X-Request-Id`, also the envelope's `requestId`): quote it when reporting a failure. */
+  get requestId(): string | undefined {
+    const inBody = isErrorBody(this.body) ? (this.body.error as { requestId?: unknown }).requestId : undefined;
+    return typeof inBody === "string" ? inBody : (this.response.headers.get("x-request-id") ?? undefined);
+  }
+
   /** Reads a failed response's body and makes the error. */
   static async fromResponse(response: Response): Promise<ServiceApiError> {
     let body: unknown;

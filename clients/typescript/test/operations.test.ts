@@ -406,7 +406,15 @@ describe("errors", () => {
     expect(error.name).toBe("ServiceApiError");
     expect(error.status).toBe(404);
     expect(error.message).toBe("conversation `conv_missing` was not found");
-    expect(error.body).toEqual({ error: { code: "CONVERSATION_NOT_FOUND", message: "conversation `conv_missing` was not found", status: 404 } });
+    expect(error.body).toEqual({
+      error: {
+        code: "CONVERSATION_NOT_FOUND",
+        message: "conversation `conv_missing` was not found",
+        status: 404,
+        requestId: error.response.headers.get("x-request-id"),
+      },
+    });
+    expect(error.requestId).toMatch(/^req_/);
     expect(error.response).toBeInstanceOf(Response);
     expect(error.response.status).toBe(404);
     expect(error.response.url).toBe(`${daemonUrl}/api/runtime/conversations/conv_missing/snapshot`);

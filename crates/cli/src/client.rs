@@ -27,6 +27,14 @@ impl ClientArgs {
         Ok(Client::new(options)?)
     }
 
+    /// A client whose calls are sent once and must answer within `deadline`: for hooks and
+    /// the guard, which fall back to the local rules at their deadline instead of retrying.
+    pub(crate) fn connect_within(&self, deadline: Duration) -> anyhow::Result<Client> {
+        let mut options = ClientOptions::new(&self.url).timeout(deadline).retries(0);
+        options.api_key = self.api_key.clone();
+        Ok(Client::new(options)?)
+    }
+
     pub(crate) fn connect(&self) -> anyhow::Result<Client> {
         self.connect_with(Duration::from_secs(60))
     }
@@ -35,7 +43,10 @@ impl ClientArgs {
 /// Prints a failure on stderr as one line a person can act on, and says how to exit.
 pub(crate) fn report(error: &anyhow::Error) -> ExitCode {
     match error.downcast_ref::<Error>() {
-        Some(Error::Api(api)) => eprintln!("error: {}: {}", api.code, api.message),
+        Some(Error::Api(api)) => match api.request_id() {
+            Some(id) => eprintln!("error: {}: {} (request {id})", api.code, api.message),
+            None => eprintln!("error: {}: {}", api.code, api.message),
+        },
         Some(Error::Transport { url, source }) => eprintln!(
             "error: cannot reach the Cairn daemon at {} ({source}); is `cairn serve` running?",
             origin(url)

@@ -114,7 +114,7 @@ pub(crate) async fn run(command: HookCommand) -> anyhow::Result<ExitCode> {
     if before {
         return Ok(pre_tool_use(&args, command, repo).await);
     }
-    let client = match args.client.connect_with(args.timeout) {
+    let client = match args.client.connect_within(args.timeout) {
         Ok(client) => client,
         Err(error) => return Ok(allow(&format!("{error:#}"))),
     };
@@ -150,7 +150,7 @@ async fn context_hook(args: ContextHookArgs, event_name: &str) -> ExitCode {
         },
     };
     let request = ContextRequest { task, repo: repo.clone(), token_budget: Some(args.budget) };
-    let pack = match args.hook.client.connect_with(args.hook.timeout) {
+    let pack = match args.hook.client.connect_within(args.hook.timeout) {
         Ok(client) => client.context(&request).await.map_err(|error| error.to_string()),
         Err(error) => Err(format!("{error:#}")),
     };

@@ -387,7 +387,7 @@ pub(crate) async fn verdict(
     timeout: std::time::Duration,
     request: &GuardRequest,
 ) -> (GuardResult, Option<String>) {
-    let asked = match client.connect_with(timeout) {
+    let asked = match client.connect_within(timeout) {
         Ok(client) => client.guard(request).await.map_err(|error| error.to_string()),
         Err(error) => Err(format!("{error:#}")),
     };

@@ -66,6 +66,12 @@ impl Error {
 }
 
 impl ServiceApiError {
+    /// The request's id the service gave (`error.requestId`): quote it when reporting a
+    /// failure, the daemon's log lines of the request carry it.
+    pub fn request_id(&self) -> Option<&str> {
+        self.body["error"]["requestId"].as_str()
+    }
+
     /// The error a response of `status` with `body` carries.
     pub(crate) fn from_body(status: u16, bytes: &[u8]) -> ServiceApiError {
         let body: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);

@@ -79,6 +79,9 @@ pub use crate::sse::EventStream;
 /// The wire types of both APIs.
 pub use cairn_types as types;
 
+/// The header that makes a write safe to send again.
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
 /// Where the runtime is mounted on a Cairn daemon.
 pub const DEFAULT_RUNTIME_PATH: &str = "/api/runtime";
 
@@ -98,6 +101,11 @@ pub struct ClientOptions {
     pub timeout: Duration,
     /// The longest connecting may take (default 5 s).
     pub connect_timeout: Duration,
+    /// How many times a call is sent again after a connection error or a 502, 503 or 504
+    /// (default 3), with growing pauses from 200 ms (the service's `Retry-After` when it
+    /// gives one); a timeout is not tried again.
+    /// Writes carry an `Idempotency-Key`, so a retried write runs once.
+    pub retries: u32,
     /// Where the conversation runtime is mounted (default `/api/runtime`).
     pub runtime_path: String,
 }
@@ -112,7 +120,14 @@ impl ClientOptions {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
             runtime_path: DEFAULT_RUNTIME_PATH.to_owned(),
+            retries: 3,
         }
+    }
+
+    /// How many times a failed call is sent again (0: never).
+    pub fn retries(mut self, retries: u32) -> ClientOptions {
+        self.retries = retries;
+        self
     }
 
     pub fn api_key(mut self, key: impl Into<String>) -> ClientOptions {
@@ -160,6 +175,7 @@ struct Inner {
     runtime_path: String,
     headers: HeaderMap,
     timeout: Duration,
+    retries: u32,
     http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
@@ -201,7 +217,14 @@ impl Client {
             .wrap_connector(connector);
         let http = HyperClient::builder(TokioExecutor::new()).build(https);
         let runtime_path = options.runtime_path.trim_end_matches('/').to_owned();
-        let inner = Inner { base_url, runtime_path, headers, timeout: options.timeout, http };
+        let inner = Inner {
+            base_url,
+            runtime_path,
+            headers,
+            timeout: options.timeout,
+            retries: options.retries,
+            http,
+        };
         Ok(Client { inner: Arc::new(inner) })
     }
 
@@ -244,8 +267,10 @@ impl Client {
         })
     }
 
-    /// Sends a request and reads the whole answer, within the timeout; an error status
-    /// becomes [`Error::Api`].
+    /// Sends a request and reads the whole answer, each attempt within the timeout; an
+    /// error status becomes [`Error::Api`]. A write carries an `Idempotency-Key` (unless the
+    /// caller's headers give one), the same for each attempt; connection errors, 502, 503,
+    /// 504 and `IDEMPOTENCY_KEY_IN_USE` are tried again (see [`ClientOptions::retries`]).
     pub(crate) async fn exchange<B: Serialize + ?Sized>(
         &self,
         method: Method,
@@ -254,8 +279,46 @@ impl Client {
         body: Body<'_, B>,
         accept: &'static str,
     ) -> Result<(String, Bytes), Error> {
-        let timeout = self.inner.timeout;
         let (url, request) = self.request(method, path, query, body, accept)?;
+        let (mut parts, body) = request.into_parts();
+        let write = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+        if write && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
+            let key = cairn_types::new_id(cairn_types::IdPrefix::Request);
+            let key = HeaderValue::from_str(&key).expect("an id is a valid header value");
+            parts.headers.insert(IDEMPOTENCY_KEY, key);
+        }
+        let mut attempt = 0;
+        loop {
+            let request = Request::from_parts(parts.clone(), body.clone());
+            let result = self.exchange_once(&url, request).await;
+            let again = match &result {
+                // A timeout is not tried again: the caller's deadline is spent.
+                Err(Error::Transport { .. }) => None,
+                Err(Error::Api(error))
+                    if matches!(error.status, 502..=504)
+                        || error.code == "IDEMPOTENCY_KEY_IN_USE" =>
+                {
+                    error.retry_after
+                }
+                _ => return result.map(|bytes| (url, bytes)),
+            };
+            if attempt >= self.inner.retries {
+                return result.map(|bytes| (url, bytes));
+            }
+            attempt += 1;
+            let backoff = Duration::from_millis(100 << attempt.min(5)).min(Duration::from_secs(2));
+            tokio::time::sleep(again.unwrap_or(backoff).min(Duration::from_secs(10))).await;
+        }
+    }
+
+    /// One attempt of [`Client::exchange`].
+    async fn exchange_once(
+        &self,
+        url: &str,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Bytes, Error> {
+        let timeout = self.inner.timeout;
+        let url = url.to_owned();
         let exchange = async {
             let response = self.send(&url, request).await?;
             let status = response.status();
@@ -277,7 +340,7 @@ impl Client {
             Ok(bytes)
         };
         match tokio::time::timeout(timeout, exchange).await {
-            Ok(result) => result.map(|bytes| (url, bytes)),
+            Ok(result) => result,
             Err(_) => Err(Error::Timeout { url, timeout }),
         }
     }
