@@ -362,3 +362,41 @@ async fn keys_belong_to_their_caller() {
         .await;
     anonymous.assert_error(401, "UNAUTHORIZED");
 }
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_forwarded_client_is_limited_and_logged() {
+    let daemon =
+        Daemon::start_with(&["--trusted-proxy", "127.0.0.0/8", "--rate-limit-read", "2"], &[]);
+    let from = |client: &'static str, id: &'static str| {
+        let daemon = &daemon;
+        async move {
+            daemon
+                .request_with(
+                    Method::GET,
+                    "/api/memories",
+                    Body::None,
+                    &[("x-forwarded-for", client), ("x-request-id", id)],
+                )
+                .await
+                .status
+        }
+    };
+    assert_eq!(from("203.0.113.9", "a1").await, 200);
+    assert_eq!(from("203.0.113.9", "a2").await, 200);
+    assert_eq!(from("203.0.113.9", "a3").await, 429, "the forwarded client's budget is spent");
+    assert_eq!(from("198.51.100.4", "b1").await, 200, "another client behind the same proxy");
+    let text = log_with(&daemon, "b1").await;
+    let line = text.lines().find(|line| line.contains("\"b1\"")).unwrap();
+    assert!(line.contains("client=198.51.100.4:0"), "{line}");
+}
+
+#[tokio::test]
+async fn forwarding_headers_from_an_untrusted_peer_change_nothing() {
+    let daemon = Daemon::start_with(&["--rate-limit-read", "2"], &[]);
+    for (client, status) in [("203.0.113.9", 200), ("198.51.100.4", 200), ("192.0.2.1", 429)] {
+        let reply = daemon
+            .request_with(Method::GET, "/api/memories", Body::None, &[("x-forwarded-for", client)])
+            .await;
+        assert_eq!(reply.status, status, "one budget: the connection's own address");
+    }
+}

@@ -107,6 +107,11 @@ pub(crate) struct ServeArgs {
     /// production profile asks a key with the `read` role for them).
     #[arg(long, env = "SERVICE_METRICS_ADDR")]
     metrics_addr: Option<SocketAddr>,
+    /// Reverse proxies (addresses or CIDR ranges, repeat or separate with commas) whose
+    /// `Forwarded` / `X-Forwarded-For` headers name the client: requests through them count
+    /// as the client's for the per-address body limit, the rate limits and the logs.
+    #[arg(long = "trusted-proxy", env = "SERVICE_TRUSTED_PROXIES", value_delimiter = ',', value_parser = proxy_range)]
+    trusted_proxies: Vec<ipnet::IpNet>,
     /// How the log is written: `text` for people, `json` for one JSON object a line.
     #[arg(long, env = "SERVICE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -256,6 +261,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_body_bytes_in_flight: args.max_body_bytes_in_flight,
         identify_local_accounts: profile == Profile::Solo,
         max_body_reads_per_address: args.max_body_reads_per_address as usize,
+        trusted_proxies: args.trusted_proxies.clone(),
         ..ServerConfig::default()
     };
     cairn_server::serve(listener, services, config, shutdown_signal()).await?;
@@ -267,6 +273,14 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     engine.settled().await;
     Ok(())
+}
+
+/// A proxy's address or range: `10.0.0.5`, `10.0.0.0/8`, `fd00::/8`.
+fn proxy_range(text: &str) -> Result<ipnet::IpNet, String> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("`{text}` is not an address or a CIDR range (such as 10.0.0.0/8)"))
 }
 
 /// The build, as health's `build` gives it: the version and the git commit it was built

@@ -16,6 +16,7 @@ use std::time::Duration;
 mod body;
 mod connections;
 mod console;
+mod forwarded;
 mod idempotency;
 mod openapi;
 mod peer;
@@ -74,6 +75,11 @@ pub struct ServerConfig {
     /// (Linux), and tell the handlers ([`cairn_api::PeerAccount`]): the solo profile serves
     /// its owner alone without credentials.
     pub identify_local_accounts: bool,
+    /// Reverse proxies whose `Forwarded` / `X-Forwarded-For` name the client: a request
+    /// whose connection comes from one of them counts as the client's for the per-address
+    /// body slots, the API's rate limits and the logs. (Connections are counted per address
+    /// before any header arrives: behind a proxy, lift `max_connections_per_address`.)
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for ServerConfig {
@@ -88,6 +94,7 @@ impl Default for ServerConfig {
             http2_idle_timeout: Duration::from_secs(60),
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             identify_local_accounts: false,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -327,6 +334,7 @@ pub async fn serve(
     // answers `None`: what shutdown waits for.
     let (sockets_open, mut sockets_closed) = mpsc::channel::<()>(1);
     let owner = local_accounts_owner(config.identify_local_accounts);
+    let trusted: Arc<[ipnet::IpNet]> = config.trusted_proxies.clone().into();
     // HTTP/1 connections (all but HTTP/2 with prior knowledge) are served by hyper's HTTP/1
     // connection directly; a connection whose first bytes may be HTTP/2's preface goes to
     // the auto builder, which reads the preface and serves either. The reaper guards both
@@ -377,6 +385,7 @@ pub async fn serve(
         let services = services.clone();
         let (slots, body_timeout) = (body_slots.clone(), config.body_read_timeout);
         let budget = body_budget.clone();
+        let trusted = trusted.clone();
         let (builders, first_byte_timeout) = (builders.clone(), config.header_read_timeout);
         tokio::spawn(async move {
             // The protocol is sniffed from the first bytes, before hyper's own header
@@ -412,15 +421,16 @@ pub async fn serve(
                 budget,
                 body_timeout,
                 watched,
+                trusted,
             });
             let upgrade_held = held.clone();
             let service = service_fn(move |request: Request<Incoming>| {
                 shared.watched.begun();
-                let observed = telemetry::begin(&shared.services, &request, shared.peer);
+                let client = forwarded::client(shared.peer, request.headers(), &shared.trusted);
+                let observed = telemetry::begin(&shared.services, &request, client);
                 // What can be answered at once (health) is, without the handler's future.
                 if let Some(account) = shared.account_now()
-                    && let Some(response) =
-                        shared.services.answer_now(&request, shared.peer, account)
+                    && let Some(response) = shared.services.answer_now(&request, client, account)
                 {
                     let response = telemetry::end(observed, response);
                     return Either::Left(std::future::ready(Ok::<_, Infallible>(response)));
@@ -433,7 +443,7 @@ pub async fn serve(
                 // Every line the request's handling logs names the request.
                 let span =
                     tracing::info_span!("request", id = observed.id.to_str().unwrap_or_default());
-                let respond = shared.respond(request, held);
+                let respond = shared.respond(request, client, held);
                 Either::Right(
                     async move {
                         let response = respond.await?;
@@ -493,6 +503,8 @@ struct Connection {
     body_timeout: Duration,
     /// What the reaper knows of the connection: a request marks it busy while handled.
     watched: Arc<watch::Watched>,
+    /// The reverse proxies whose forwarding headers are believed.
+    trusted: Arc<[ipnet::IpNet]>,
 }
 
 /// The local account a connection comes from, for the solo profile.
@@ -529,13 +541,14 @@ impl Connection {
         Some(*found)
     }
 
-    /// Answers one request; `held` is the connection's slots when it asks for an upgrade.
+    /// Answers one request from `peer` (the connection's, or the client a trusted proxy
+    /// names); `held` is the connection's slots when it asks for an upgrade.
     fn respond(
         self: Arc<Connection>,
         request: Request<Incoming>,
+        peer: SocketAddr,
         held: Option<Held>,
     ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> + Send + 'static {
-        let peer = self.peer;
         let has_body = !request.body().is_end_stream();
         let busy = self.watched.busy();
         async move {
@@ -581,7 +594,7 @@ impl Connection {
                     async move {
                         let _budget = held_budget;
                         let account = self.account().await;
-                        self.services.handle(request, self.peer, account).await
+                        self.services.handle(request, peer, account).await
                     }
                     .in_current_span(),
                 );
