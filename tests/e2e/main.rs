@@ -2,6 +2,7 @@
 //! data directory and talks to it over HTTP, as a user's agent would.
 
 mod auth;
+mod backup;
 mod batch;
 mod cli;
 mod client;

@@ -2,6 +2,7 @@
 //! `cairn migrate` moves a solo daemon's data to PostgreSQL; the other subcommands are
 //! clients of a running daemon (through `cairn-client`).
 
+mod backup;
 mod client;
 mod connectors;
 mod conversations;
@@ -39,6 +40,10 @@ enum Command {
     Keys(keys::KeysCommand),
     /// Moves a solo daemon's SQLite data into a PostgreSQL database and verifies the copy.
     Migrate(migrate::MigrateArgs),
+    /// Copies a SQLite daemon's database to a file, consistently, while it serves.
+    Backup(backup::BackupArgs),
+    /// Puts a copy `cairn backup` wrote into an empty data directory.
+    Restore(backup::RestoreArgs),
     /// Installs the local models: embeddings, or with `--voice` speech recognition.
     #[command(subcommand)]
     Model(model::ModelCommand),
@@ -238,7 +243,12 @@ fn main() -> ExitCode {
     // The daemon says what it does; a client command speaks only when something is wrong.
     let quiet = !matches!(
         cli.command,
-        Command::Serve(_) | Command::Keys(_) | Command::Model(_) | Command::Migrate(_)
+        Command::Serve(_)
+            | Command::Keys(_)
+            | Command::Model(_)
+            | Command::Migrate(_)
+            | Command::Backup(_)
+            | Command::Restore(_)
     );
     let level = if quiet { "warn" } else { "info" };
     let filter =
@@ -262,6 +272,8 @@ fn main() -> ExitCode {
             Command::Serve(args) => done(serve::run(*args).await),
             Command::Keys(command) => done(keys::run(command).await),
             Command::Migrate(args) => done(migrate::run(args).await),
+            Command::Backup(args) => done(backup::backup(&args)),
+            Command::Restore(args) => done(backup::restore(&args)),
             Command::Connectors(command) => done(connectors::run(command).await),
             Command::Model(command) => done(model::run(command).await),
             Command::Memories(command) => memories::memories(command).await,

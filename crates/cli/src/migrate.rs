@@ -61,6 +61,8 @@ pub(crate) async fn run(args: MigrateArgs) -> anyhow::Result<()> {
     if !path.is_file() {
         bail!("{} is not a file; give the solo daemon's cairn.db", path.display());
     }
+    // Held for the whole move: a daemon serving the file would write what is not copied.
+    let _alone = cairn_store_sqlite::exclusive_lock(&path).context("nothing was moved")?;
     let source = cairn_store_sqlite::SqliteStore::open(&path)
         .with_context(|| format!("cannot open the database {}", path.display()))?;
     let options = cairn_store_postgres::PgOptions {
@@ -75,12 +77,7 @@ pub(crate) async fn run(args: MigrateArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot open the database {label}"))?;
     let (source, target) = (Arc::new(source), Arc::new(target));
-    eprintln!(
-        "moving {} to {label} (schema {}); a daemon still writing to {0} after this starts \
-         is not copied: stop it first",
-        path.display(),
-        args.database_schema
-    );
+    eprintln!("moving {} to {label} (schema {})", path.display(), args.database_schema);
     let from = Side { store: source.as_ref(), transfer: source.as_ref() };
     let to = Side { store: target.as_ref(), transfer: target.as_ref() };
     let sums = migrate(&from, &to, true).await?;

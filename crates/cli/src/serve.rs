@@ -188,6 +188,12 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let jwt = jwt_verifier(&args, profile)?;
     raise_file_limit(args.max_connections as u64);
+    // A SQLite daemon says it serves its database, so that a restore or a migration of it
+    // refuses to run meanwhile (held for the daemon's life).
+    let _serving = match &args.store.database.database_url {
+        None => Some(cairn_store_sqlite::serve_lock(&args.store.data_dir.database()?)?),
+        Some(_) => None,
+    };
     let opened = args.store.open_store(true).await?;
     let (store, data_dir) = (opened.store.clone(), opened.data_dir.clone());
     if profile == Profile::Production && jwt.is_none() {

@@ -283,8 +283,24 @@ impl Transfer for PgStore {
             })
         })
         .await?;
+        // The store's own tables only: a bare ANALYZE walks every table of the database and
+        // warns for each it does not own (the system catalogs, for one not a superuser).
         self.call((), |_, client, ()| {
-            Box::pin(async move { client.batch_execute("ANALYZE").await.map_err(pg) })
+            Box::pin(async move {
+                let tables = client
+                    .query(
+                        "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables \
+                         WHERE schemaname = current_schema()",
+                        &[],
+                    )
+                    .await
+                    .map_err(pg)?;
+                let names: Vec<String> = tables.iter().map(|row| row.get(0)).collect();
+                if names.is_empty() {
+                    return Ok(());
+                }
+                client.batch_execute(&format!("ANALYZE {}", names.join(", "))).await.map_err(pg)
+            })
         })
         .await
     }

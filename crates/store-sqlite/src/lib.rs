@@ -5,6 +5,7 @@
 //! tokio's blocking threads, never on the async workers.
 
 mod audit;
+mod backup;
 mod conflicts;
 mod connectors;
 mod conversations;
@@ -16,6 +17,9 @@ mod search;
 mod transfer;
 mod vectors;
 
+pub use crate::backup::{
+    CopyError, DatabaseLock, backup_database, exclusive_lock, restore_database, serve_lock,
+};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -545,7 +549,7 @@ pub(crate) fn subtract(counter: &AtomicU64, amount: u64) {
 /// Makes the database readable by its owner alone, whatever the umask: the file is created
 /// 0600 before SQLite opens it (SQLite gives its WAL and shared-memory files the database's
 /// mode), and files left more open by an older version are narrowed.
-fn restrict_to_owner(path: &Path) -> Result<()> {
+pub(crate) fn restrict_to_owner(path: &Path) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
