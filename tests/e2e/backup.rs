@@ -157,3 +157,27 @@ async fn the_documented_postgres_backup_and_restore_exit_zero_and_bring_everythi
         assert_eq!(daemon.get("/api/health/ready").await.status, 200);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_by_a_role_that_is_not_a_superuser_warns_of_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_in(dir.path());
+    daemon.remember(json!({"content": "Staging deploys need a ticket.", "scope": "global"})).await;
+    drop(daemon);
+    let data_dir = dir.path();
+    let cluster = TestCluster::start();
+    cluster.psql("postgres", "CREATE ROLE mover LOGIN");
+    cluster.psql("postgres", "CREATE DATABASE moved OWNER mover");
+    let url = format!("postgres://mover@127.0.0.1:{}/moved", cluster.port());
+    let from = format!("sqlite:{}", data_dir.join("cairn.db").display());
+    let moved = Command::new(cairn_bin())
+        .args(["migrate", "--from", &from, "--to", &url])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&moved.stderr);
+    assert!(moved.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&moved.stdout).contains("moved and verified"));
+    assert!(!stderr.to_lowercase().contains("superuser"), "{stderr}");
+    assert!(!stderr.contains("WARN"), "{stderr}");
+}

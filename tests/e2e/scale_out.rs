@@ -445,3 +445,25 @@ async fn an_idempotency_key_holds_across_daemons() {
         .assert_error(409, "IDEMPOTENCY_KEY_REUSED");
     assert_eq!(a.get("/api/memories").await.body["total"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_log_tells_the_connections_real_tls_state() {
+    // The default `sslmode=prefer` against a server without TLS: plaintext, and says so.
+    let (_cluster, url) = database();
+    let plain = daemon(&url);
+    let log = std::fs::read_to_string(plain.data_dir().join("daemon.log")).unwrap();
+    let line = log.lines().find(|line| line.contains("opened the PostgreSQL store")).unwrap();
+    assert!(line.contains("tls=\"plaintext\""), "{line}");
+
+    let tls = TestCluster::start_tls();
+    let url = format!("{}?sslmode=verify-full", tls.create_database());
+    let ca = tls.ca_file().to_string_lossy().into_owned();
+    let encrypted = Daemon::start_with(
+        &["--database-url", &url, "--database-ca-file", &ca, "--embedder", "none"],
+        &[],
+    );
+    assert_eq!(encrypted.get("/api/health/ready").await.status, 200);
+    let log = std::fs::read_to_string(encrypted.data_dir().join("daemon.log")).unwrap();
+    let line = log.lines().find(|line| line.contains("opened the PostgreSQL store")).unwrap();
+    assert!(line.contains("tls=\"encrypted\""), "{line}");
+}

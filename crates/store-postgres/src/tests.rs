@@ -550,3 +550,22 @@ async fn many_locks_are_held_at_once_without_a_connection_each() {
         .get(0);
     assert!(sessions <= 12, "{sessions} sessions: the locks did not take one each");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_error_says_what_postgres_said() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let options = PgOptions::new(&url);
+    let config = crate::config::pg_config(&options, crate::config::Purpose::Admin).unwrap();
+    let client = crate::connect(&config, crate::config::tls(&options).unwrap()).await.unwrap();
+    let error = client.batch_execute("SELECT * FROM nowhere_at_all").await.map_err(crate::pg);
+    let message = error.unwrap_err().to_string();
+    assert!(
+        message.contains("relation \"nowhere_at_all\" does not exist (SQLSTATE 42P01)"),
+        "{message}"
+    );
+    // And the schema's version is what the migrations applied.
+    let store = open(&url, "public").await;
+    let version = cairn_store::MemoryStore::schema_version(&store).await.unwrap();
+    assert!(version.current() && version.applied == version.known, "{version:?}");
+}
