@@ -467,3 +467,18 @@ async fn the_start_up_log_tells_the_connections_real_tls_state() {
     let line = log.lines().find(|line| line.contains("opened the PostgreSQL store")).unwrap();
     assert!(line.contains("tls=\"encrypted\""), "{line}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logs_on_postgres_hold_no_statement_parameters() {
+    let (_cluster, url) = database();
+    let daemon = Daemon::start_with(
+        &["--database-url", &url, "--embedder", "none"],
+        &[("RUST_LOG", "debug")],
+    );
+    let secret = "The vault combination is 31-4-15-92.";
+    daemon.remember(json!({"content": secret, "scope": "global"})).await;
+    assert_eq!(daemon.get("/api/search?q=vault").await.status, 200);
+    let log = std::fs::read_to_string(daemon.data_dir().join("daemon.log")).unwrap();
+    assert!(log.contains("DEBUG"), "debug lines are written");
+    assert!(!log.contains("31-4-15-92"), "memory text reached the log");
+}
