@@ -14,158 +14,30 @@ use cairn_runtime::{
     CompactInput, CreateConversationInput, ReplayInput, ResolveOutputInput, Runtime,
     UserMessageInput,
 };
-use cairn_store::{
-    Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result, VoiceSegmentRecord,
-};
+use cairn_store::conformance::{Hooks, Watched};
+use cairn_store::{Commit, CommitOutcome, ConversationStore, NewEvent};
 use cairn_store_sqlite::SqliteStore;
 use cairn_test_support::standin::{Request, StandIn, openai};
-use cairn_types::{Conversation, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
+use cairn_types::Timestamp;
 use serde_json::{Value, json};
 
-/// A store that counts the rows (events and prompts) its reads return.
-struct CountingStore {
-    inner: SqliteStore,
-    rows: AtomicU64,
-}
-
-impl CountingStore {
-    fn count<T>(&self, rows: Result<Vec<T>>) -> Result<Vec<T>> {
-        if let Ok(rows) = &rows {
-            self.rows.fetch_add(rows.len() as u64, Ordering::SeqCst);
-        }
-        rows
-    }
-
-    /// The rows read since the last call.
-    fn take(&self) -> u64 {
-        self.rows.swap(0, Ordering::SeqCst)
-    }
-}
+/// Counts the rows (events and prompts) the store's reads return.
+#[derive(Default)]
+struct RowCounter(AtomicU64);
 
 #[async_trait]
-impl ConversationStore for CountingStore {
-    async fn create_conversation(
-        &self,
-        conversation: &Conversation,
-        snapshot: &Snapshot,
-        events: &[NewEvent],
-    ) -> Result<Option<Vec<RuntimeEvent>>> {
-        self.inner.create_conversation(conversation, snapshot, events).await
+impl Hooks for RowCounter {
+    fn rows_read(&self, rows: usize) {
+        self.0.fetch_add(rows as u64, Ordering::SeqCst);
     }
+}
 
-    async fn get_conversation(&self, id: &str) -> Result<Option<Conversation>> {
-        self.inner.get_conversation(id).await
-    }
+/// A real store, wrapped to count the rows its reads return.
+type CountingStore = Watched<RowCounter>;
 
-    async fn list_conversations(&self, query: &ConversationQuery) -> Result<Vec<Conversation>> {
-        self.inner.list_conversations(query).await
-    }
-
-    async fn delete_conversations(&self, ids: &[String]) -> Result<Vec<String>> {
-        self.inner.delete_conversations(ids).await
-    }
-
-    async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>> {
-        self.inner.conversations_with_contact(kind, address).await
-    }
-
-    async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>> {
-        self.inner.conversations_mentioning(text).await
-    }
-
-    async fn commit(&self, commit: &Commit) -> Result<CommitOutcome> {
-        self.inner.commit(commit).await
-    }
-
-    async fn list_events(
-        &self,
-        conversation_id: &str,
-        after_offset: Option<u64>,
-        limit: u32,
-    ) -> Result<Vec<RuntimeEvent>> {
-        self.count(self.inner.list_events(conversation_id, after_offset, limit).await)
-    }
-
-    async fn read_events(
-        &self,
-        conversation_id: &str,
-        range: &EventRange,
-    ) -> Result<Vec<RuntimeEvent>> {
-        self.count(self.inner.read_events(conversation_id, range).await)
-    }
-
-    async fn count_events(&self, conversation_id: &str, range: &EventRange) -> Result<u64> {
-        self.inner.count_events(conversation_id, range).await
-    }
-
-    async fn get_event(
-        &self,
-        conversation_id: &str,
-        event_id: &str,
-    ) -> Result<Option<RuntimeEvent>> {
-        let found = self.inner.get_event(conversation_id, event_id).await;
-        self.count(found.map(|event| event.into_iter().collect())).map(|mut found| found.pop())
-    }
-
-    async fn events_between(
-        &self,
-        conversation_id: &str,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<RuntimeEvent>> {
-        self.count(self.inner.events_between(conversation_id, from, to).await)
-    }
-
-    async fn get_snapshot(&self, conversation_id: &str) -> Result<Option<Snapshot>> {
-        self.inner.get_snapshot(conversation_id).await
-    }
-
-    async fn open_prompts(
-        &self,
-        conversation_id: &str,
-        after: Option<u64>,
-        before: Option<u64>,
-        limit: u32,
-    ) -> Result<Vec<OpenPrompt>> {
-        self.count(self.inner.open_prompts(conversation_id, after, before, limit).await)
-    }
-
-    async fn get_prompt(
-        &self,
-        conversation_id: &str,
-        prompt_id: &str,
-    ) -> Result<Option<PromptRecord>> {
-        self.inner.get_prompt(conversation_id, prompt_id).await
-    }
-
-    async fn find_idempotency(&self, key: &str) -> Result<Option<IdempotencyRecord>> {
-        self.inner.find_idempotency(key).await
-    }
-
-    async fn create_voice_segment(&self, record: &VoiceSegmentRecord) -> Result<bool> {
-        self.inner.create_voice_segment(record).await
-    }
-
-    async fn claim_voice_token(
-        &self,
-        token_hash: &str,
-        now: Timestamp,
-    ) -> Result<Option<VoiceSegmentRecord>> {
-        self.inner.claim_voice_token(token_hash, now).await
-    }
-
-    async fn end_voice_segment(
-        &self,
-        segment_id: &str,
-        at: Timestamp,
-    ) -> Result<Option<VoiceSegmentRecord>> {
-        self.inner.end_voice_segment(segment_id, at).await
-    }
-
-    async fn get_voice_segment(&self, segment_id: &str) -> Result<Option<VoiceSegmentRecord>> {
-        self.inner.get_voice_segment(segment_id).await
-    }
+/// The rows read since the last call.
+fn take(store: &CountingStore) -> u64 {
+    store.hooks.0.swap(0, Ordering::SeqCst)
 }
 
 /// A chat-completions stand-in: answers every request with a plain JSON completion and
@@ -183,7 +55,7 @@ async fn long_conversation(
     directory: &tempfile::TempDir,
 ) -> (Arc<CountingStore>, DefaultRuntime, String, StandIn) {
     let inner = SqliteStore::open(&directory.path().join("cairn.db")).unwrap();
-    let store = Arc::new(CountingStore { inner, rows: AtomicU64::new(0) });
+    let store = Arc::new(Watched::new(Arc::new(inner), RowCounter::default()));
     let (url, model) = chat_stand_in();
     let chat =
         ChatConfig { url, model: "m".into(), api_key: None, timeout: Duration::from_secs(60) };
@@ -211,7 +83,7 @@ async fn long_conversation(
         let commit = Commit::events(&conversation.id, events, Timestamp::now());
         assert!(matches!(store.commit(&commit).await.unwrap(), CommitOutcome::Committed { .. }));
     }
-    store.take();
+    take(&store);
     (store, runtime, conversation.id, model)
 }
 
@@ -228,7 +100,7 @@ async fn a_turn_on_a_long_conversation_reads_only_its_newest_messages() {
         };
         let reply = runtime.handle_user_message(input).await.unwrap();
         assert_eq!(reply.text, "Noted.");
-        let rows = store.take();
+        let rows = take(&store);
         assert!(rows <= 40, "turn {turn} read {rows} rows of a {LOG_EVENTS}-event log");
     }
 
@@ -266,7 +138,7 @@ async fn compaction_resolution_replay_and_listing_read_bounded_pages() {
         .await
         .unwrap();
     assert_eq!(resolved.event.data["outputOffset"], 9_995);
-    assert_eq!(store.take(), 1, "resolveChannelOutput reads the one event, by id");
+    assert_eq!(take(&store), 1, "resolveChannelOutput reads the one event, by id");
 
     let compacted = runtime
         .compact_conversation(CompactInput {
@@ -277,7 +149,7 @@ async fn compaction_resolution_replay_and_listing_read_bounded_pages() {
         })
         .await
         .unwrap();
-    let rows = store.take();
+    let rows = take(&store);
     assert!(rows <= 501, "compaction read {rows} rows");
     assert_eq!(compacted.summary["messageCount"], 1_999, "every message is counted");
     assert_eq!(compacted.summary["toOffset"], LOG_EVENTS, "the whole log, up to the resolution");
@@ -296,7 +168,7 @@ async fn compaction_resolution_replay_and_listing_read_bounded_pages() {
     assert_eq!(replay.events.len(), 1_000);
     assert_eq!(replay.next_after_offset, Some(999));
     assert_eq!(replay.messages.len(), 199);
-    assert_eq!(store.take(), 1_001, "a page and the one that says more follow");
+    assert_eq!(take(&store), 1_001, "a page and the one that says more follow");
 
     let tail = runtime
         .replay_conversation(ReplayInput {
@@ -309,8 +181,8 @@ async fn compaction_resolution_replay_and_listing_read_bounded_pages() {
     assert_eq!(tail.events.len(), 11, "up to the compaction's event");
     assert_eq!(tail.next_after_offset, None);
 
-    store.take();
+    take(&store);
     let page = runtime.list_events(&id, Some(5_000), 11).await.unwrap();
     assert_eq!(page.first().map(|event| event.offset), Some(5_001));
-    assert_eq!(store.take(), 11);
+    assert_eq!(take(&store), 11);
 }

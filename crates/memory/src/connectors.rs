@@ -443,7 +443,7 @@ mod tests {
             let directory = tempfile::tempdir().unwrap();
             let sqlite: Arc<dyn Store> =
                 Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap());
-            let failing = Arc::new(FailingSyncStore::new(sqlite.clone(), 2, failure));
+            let failing = Arc::new(FailingSyncStore::failing_sync(sqlite.clone(), 2, failure));
             let engine = Engine::new(failing.clone());
             let connector = engine.add_connector(new_folder(notes.path())).await.unwrap();
 
@@ -493,8 +493,11 @@ mod tests {
         let sqlite: Arc<dyn Store> =
             Arc::new(SqliteStore::open(&directory.path().join("cairn.db")).unwrap());
         // Batches 1 and 2 are the sync's; 3 and 4 the removal's.
-        let failing =
-            Arc::new(FailingSyncStore::new(sqlite.clone(), 4, InjectedFailure::BeforeCommit));
+        let failing = Arc::new(FailingSyncStore::failing_sync(
+            sqlite.clone(),
+            4,
+            InjectedFailure::BeforeCommit,
+        ));
         let engine = Engine::new(failing);
         let connector = engine.add_connector(new_folder(notes.path())).await.unwrap();
         engine.sync_connector(&connector.id, "system:test").await.unwrap();

@@ -1142,8 +1142,10 @@ mod connectors;
 mod conversations;
 mod shared;
 mod voice;
+mod watched;
 
-pub use connectors::{FailingSyncStore, InjectedFailure, run_connectors};
+pub use connectors::run_connectors;
 use conversations::create;
 pub use conversations::{run_conversations, sample_conversation};
 pub use shared::{run_shared, run_shared_conversations};
+pub use watched::{FailingSync, FailingSyncStore, Hooks, InjectedFailure, Watched};
