@@ -16,8 +16,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 pub(crate) use self::session::Session;
+use super::DefaultRuntime;
+use super::channel::{channel_data, with_message};
+use super::commit::hand_off;
 use super::turn::Input;
-use super::{DefaultRuntime, channel_data, hand_off, with_message};
 use cairn_runtime::{ChannelInput, CreateConversationInput, Result, RuntimeError, TextDeltas};
 
 /// What socket tokens start with, so they are told apart from other credentials.
