@@ -7,7 +7,8 @@ use cairn_store::{Audit, ConflictRecord, ConflictStore, MemoryChange, Result, Se
 use cairn_types::{ConflictSide, ConflictStatus, Status, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{SqliteStore, StoreError, insert_memory_row, live_change, sql, update_memory_row};
+use crate::memory_rows::{insert_memory_row, live_change, update_memory_row};
+use crate::{SqliteStore, StoreError, sql};
 
 const COLUMNS: &str = "id, subject, repo, reason, status, detected_at, resolution, resolved_at";
 

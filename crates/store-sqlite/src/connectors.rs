@@ -7,8 +7,9 @@ use cairn_store::{
 use cairn_types::{Connector, ConnectorKind, Timestamp};
 use rusqlite::{OptionalExtension, Row, params};
 
+use crate::memory_rows::{insert_memory_row, update_memory_row};
 use crate::rows::json_text;
-use crate::{SqliteStore, insert_memory_row, sql, update_memory_row};
+use crate::{SqliteStore, sql};
 
 const CONNECTOR_COLUMNS: &str =
     "id, kind, name, path, scope, repo, max_commits, created_at, last_sync";
@@ -210,7 +211,9 @@ fn apply_batch(
             // Erased: it stays so.
             Some((memory_id, _)) if memory_id.is_empty() => {}
             // Imported already (a retried batch): the memory follows the piece, once.
-            Some((memory_id, stored)) if crate::read_memory(tx, &memory_id)?.is_some() => {
+            Some((memory_id, stored))
+                if crate::memory_rows::read_memory(tx, &memory_id)?.is_some() =>
+            {
                 if stored != *hash {
                     new_text(&memory_id, &memory.content)?;
                     remember_item(key, &memory_id, hash)?;
@@ -241,7 +244,7 @@ fn apply_batch(
         if memory_id.is_empty() {
             continue;
         }
-        let current = crate::read_memory(tx, &memory_id)?;
+        let current = crate::memory_rows::read_memory(tx, &memory_id)?;
         if current.is_some_and(|memory| memory.archived_at.is_none()) {
             let change = MemoryChange { archived_at: Some(Some(at)), ..MemoryChange::default() };
             update_memory_row(tx, &memory_id, &change, at, &archive)?;

@@ -1,0 +1,490 @@
+//! The [`MemoryStore`] in SQLite: memories and their audit log, recalls, outcomes and
+//! patch evidence.
+
+use async_trait::async_trait;
+use cairn_store::{
+    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Recall,
+    Result, StoreError, TextMatch, Version,
+};
+use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
+use rusqlite::{OptionalExtension, params};
+
+use crate::memory_rows::{live_change, read_memory, update_memory_row};
+use crate::rows::{
+    MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row, outcome_from_row,
+};
+use crate::{
+    FILTER_SQL, PendingInsert, SqliteStore, audit, filter_params, migrations, run_blocking, search,
+    sql,
+};
+
+#[async_trait]
+impl MemoryStore for SqliteStore {
+    async fn insert_memories(&self, memories: &[Memory], actor: &str) -> Result<()> {
+        let (done, committed) = tokio::sync::oneshot::channel();
+        let job = PendingInsert { memories: memories.to_vec(), actor: actor.to_owned(), done };
+        self.writer
+            .pending_inserts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(job);
+        let writer = self.writer.clone();
+        // The commit runs to its end on a blocking thread even when the caller stops waiting.
+        run_blocking(move || {
+            writer.commit_pending_inserts();
+            Ok(())
+        })
+        .await?;
+        committed.await.map_err(StoreError::backend)?
+    }
+
+    async fn get_memory(&self, id: &str) -> Result<Option<Memory>> {
+        let id = id.to_owned();
+        self.read(move |connection| read_memory(connection, &id)).await
+    }
+
+    async fn get_memories(&self, ids: &[String]) -> Result<Vec<Memory>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = serde_json::to_string(ids).map_err(StoreError::backend)?;
+        self.read(move |connection| {
+            // One statement for them all, the ids' JSON array walked in order (CROSS JOIN
+            // keeps it), each found by the id index, instead of a statement run per id.
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM json_each(?1) j CROSS JOIN memories m \
+                 ON m.id = j.value ORDER BY j.key"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let rows = statement.query_map([ids], |row| Ok(memory_from_row(row))).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)?).collect()
+        })
+        .await
+    }
+
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+        let ids = ids.to_vec();
+        self.read(move |connection| {
+            // The rowid is the order of insertion; archived rows are stepped over.
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.rowid IN (
+                     (SELECT max(rowid) FROM memories WHERE archived_at IS NULL
+                         AND rowid < (SELECT rowid FROM memories WHERE id = ?1)),
+                     (SELECT min(rowid) FROM memories WHERE archived_at IS NULL
+                         AND rowid > (SELECT rowid FROM memories WHERE id = ?1))
+                 ) ORDER BY m.rowid"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let mut adjacent = Vec::with_capacity(ids.len() * 2);
+            for id in &ids {
+                let rows =
+                    statement.query_map([id], |row| Ok(memory_from_row(row))).map_err(sql)?;
+                for row in rows {
+                    adjacent.push((id.clone(), row.map_err(sql)??));
+                }
+            }
+            Ok(adjacent)
+        })
+        .await
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        limit: u32,
+        offset: u64,
+    ) -> Result<(Vec<AuditEntry>, u64)> {
+        let filter = filter.clone();
+        self.read(move |connection| audit::list(connection, &filter, limit, offset)).await
+    }
+
+    async fn apply_guarded(
+        &self,
+        groups: &[Vec<GuardedChange>],
+        at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Vec<bool>> {
+        let groups = groups.to_vec();
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
+        self.write_counted(move |tx| {
+            let audit = Audit { actor: &actor, action: &action };
+            let mut applied = Vec::with_capacity(groups.len());
+            let mut live = 0;
+            for group in &groups {
+                let mut expected = true;
+                for guarded in group {
+                    let memory = read_memory(tx, &guarded.id)?;
+                    expected &=
+                        memory.is_some_and(|memory| Version::of(&memory) == guarded.expected);
+                }
+                if expected {
+                    for guarded in group {
+                        if let Some((before, after)) =
+                            update_memory_row(tx, &guarded.id, &guarded.change, at, &audit)?
+                        {
+                            live += live_change(&before, &after);
+                        }
+                    }
+                }
+                applied.push(expected);
+            }
+            Ok((applied, live))
+        })
+        .await
+    }
+
+    async fn update_memory(
+        &self,
+        id: &str,
+        change: &MemoryChange,
+        updated_at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Option<Memory>> {
+        let (id, change) = (id.to_owned(), change.clone());
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
+        self.write_counted(move |tx| {
+            let audit = Audit { actor: &actor, action: &action };
+            Ok(match update_memory_row(tx, &id, &change, updated_at, &audit)? {
+                Some((before, after)) => {
+                    let live_change = live_change(&before, &after);
+                    (Some(after), live_change)
+                }
+                None => (None, 0),
+            })
+        })
+        .await
+    }
+
+    async fn list_memories(
+        &self,
+        filter: &MemoryFilter,
+        limit: u32,
+        offset: u64,
+    ) -> Result<MemoryPage> {
+        let (scope, status, repo, include_archived) = filter_params(filter);
+        self.read(move |connection| {
+            let count_query = format!("SELECT count(*) FROM memories m WHERE {FILTER_SQL}");
+            let total: i64 = connection
+                .prepare_cached(&count_query)
+                .map_err(sql)?
+                .query_row(params![scope, status, repo, include_archived], |row| row.get(0))
+                .map_err(sql)?;
+            let page_query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {FILTER_SQL} \
+                 ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?5 OFFSET ?6"
+            );
+            let mut statement = connection.prepare_cached(&page_query).map_err(sql)?;
+            let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+            let rows = statement
+                .query_map(params![scope, status, repo, include_archived, limit, offset], |row| {
+                    Ok(memory_from_row(row))
+                })
+                .map_err(sql)?;
+            let memories = rows.map(|row| row.map_err(sql)?).collect::<Result<Vec<_>>>()?;
+            Ok(MemoryPage { memories, total: total as u64 })
+        })
+        .await
+    }
+
+    async fn search_memories(
+        &self,
+        terms: &[String],
+        filter: &MemoryFilter,
+        limit: u32,
+    ) -> Result<Vec<TextMatch>> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (terms, filter) = (terms.to_vec(), filter.clone());
+        let frequencies = self.word_frequencies.clone();
+        let corpus = self.live_memories();
+        self.read(move |connection| {
+            search::search(connection, &frequencies, corpus, &terms, &filter, limit)
+        })
+        .await
+    }
+
+    async fn count_memories(&self) -> Result<u64> {
+        Ok(self.live_memories())
+    }
+
+    async fn schema_version(&self) -> Result<cairn_store::SchemaVersion> {
+        let applied = self
+            .read(|connection| {
+                connection
+                    .pragma_query_value(None, "user_version", |row| row.get::<_, u32>(0))
+                    .map_err(sql)
+            })
+            .await?;
+        Ok(cairn_store::SchemaVersion { applied, known: migrations::MIGRATIONS.len() as u32 })
+    }
+
+    fn count_memories_now(&self) -> Option<u64> {
+        Some(self.live_memories())
+    }
+
+    async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {
+        if recalls.iter().all(|recall| recall.memory_ids.is_empty()) {
+            return Ok(());
+        }
+        let recalls = recalls.to_vec();
+        self.write_relaxed(move |tx| {
+            // Each memory's row in `memory_recalls` is written once however many of the
+            // recalls name it; a memory erased meanwhile has no row in `memories` and is
+            // passed over.
+            let mut mark = tx
+                .prepare_cached(
+                    "INSERT INTO memory_recalls (memory_id, recall_count, last_recalled_at) \
+                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?1) \
+                     ON CONFLICT (memory_id) DO UPDATE SET \
+                     recall_count = recall_count + excluded.recall_count, \
+                     last_recalled_at = max(coalesce(last_recalled_at, excluded.last_recalled_at), \
+                     excluded.last_recalled_at)",
+                )
+                .map_err(sql)?;
+            for (id, times, at) in Recall::tally(&recalls) {
+                mark.execute(params![id, times as i64, at.as_millis()]).map_err(sql)?;
+            }
+            let mut log = tx
+                .prepare_cached(
+                    "INSERT INTO task_recalls (task_key, memory_id, first_recalled_at) \
+                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?2) \
+                     ON CONFLICT (task_key, memory_id) DO NOTHING",
+                )
+                .map_err(sql)?;
+            for recall in &recalls {
+                for id in &recall.memory_ids {
+                    log.execute(params![recall.task_key, id, recall.at.as_millis()])
+                        .map_err(sql)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>> {
+        let task_key = task_key.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT memory_id FROM task_recalls WHERE task_key = ?1 ORDER BY seq",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([task_key], |row| row.get(0)).map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<String>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn insert_outcome(&self, outcome: &Outcome, task_key: Option<&str>) -> Result<Outcome> {
+        let mut outcome = outcome.clone();
+        let task_key = task_key.map(str::to_owned);
+        self.write(move |tx| {
+            let failures: i64 = tx
+                .prepare_cached("SELECT count(*) FROM outcomes WHERE command = ?1 AND exit_code <> 0")
+                .map_err(sql)?
+                .query_row([&outcome.command], |row| row.get(0))
+                .map_err(sql)?;
+            outcome.previous_failures = failures as u64;
+            tx.prepare_cached(
+                "INSERT INTO outcomes (id, command, exit_code, task, repo, recorded_at, previous_failures, task_key) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .map_err(sql)?
+            .execute(params![
+                outcome.outcome_id,
+                outcome.command,
+                outcome.exit_code,
+                outcome.task,
+                outcome.repo,
+                outcome.recorded_at.as_millis(),
+                failures,
+                task_key,
+            ])
+            .map_err(sql)?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn outcomes_for_command(&self, command: &str, limit: u32) -> Result<Vec<Outcome>> {
+        let command = command.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, command, exit_code, task, repo, recorded_at, previous_failures FROM outcomes \
+                     WHERE command = ?1 ORDER BY recorded_at DESC, rowid DESC LIMIT ?2",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map(params![command, limit], outcome_from_row).map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn outcomes_for_task(&self, task_key: &str) -> Result<Vec<Outcome>> {
+        let task_key = task_key.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, command, exit_code, task, repo, recorded_at, previous_failures FROM outcomes \
+                     WHERE task_key = ?1 ORDER BY rowid",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([task_key], outcome_from_row).map_err(sql)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(sql)
+        })
+        .await
+    }
+
+    async fn evidence_for_task(&self, task_key: &str) -> Result<Vec<PatchEvidence>> {
+        let task_key = task_key.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, task, files, commands, memories_used, created_at FROM evidence \
+                     WHERE task_key = ?1 ORDER BY rowid",
+                )
+                .map_err(sql)?;
+            let rows =
+                statement.query_map([task_key], |row| Ok(evidence_from_row(row))).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)?).collect()
+        })
+        .await
+    }
+
+    async fn insert_evidence(&self, evidence: &PatchEvidence, task_key: &str) -> Result<()> {
+        let evidence = evidence.clone();
+        let task_key = task_key.to_owned();
+        self.write(move |tx| {
+            tx.prepare_cached(
+                "INSERT INTO evidence (id, task, files, commands, memories_used, created_at, task_key) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(sql)?
+            .execute(params![
+                evidence.evidence_id,
+                evidence.task,
+                json_text(&evidence.files),
+                json_text(&evidence.commands),
+                json_text(&evidence.memories_used),
+                evidence.created_at.as_millis(),
+                task_key,
+            ])
+            .map_err(sql)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>> {
+        let id = id.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id, task, files, commands, memories_used, created_at FROM evidence WHERE id = ?1",
+                )
+                .map_err(sql)?;
+            let row = statement.query_row([id], |row| Ok(evidence_from_row(row))).optional().map_err(sql)?;
+            row.transpose()
+        })
+        .await
+    }
+
+    async fn erase_memories(
+        &self,
+        ids: &[String],
+        at: Timestamp,
+        audit: &Audit<'_>,
+    ) -> Result<Vec<String>> {
+        let ids = ids.to_vec();
+        let (actor, action) = (audit.actor.to_owned(), audit.action.to_owned());
+        let erased = self
+            .write_counted(move |tx| {
+                let audit = Audit { actor: &actor, action: &action };
+                let mut erased = Vec::new();
+                let mut live = 0;
+                for id in &ids {
+                    let Some(memory) = read_memory(tx, id)? else { continue };
+                    live -= i64::from(memory.archived_at.is_none());
+                    for statement in [
+                        // The FTS trigger removes a live memory's entry; vectors cascade.
+                        "DELETE FROM memories WHERE id = ?1",
+                        // Its connector item stays, erased, so no sync imports the text again.
+                        "UPDATE connector_items SET memory_id = '', content_hash = '' \
+                     WHERE memory_id = ?1",
+                        // A conflict's reason quotes its memories: it goes with any of them.
+                        "DELETE FROM conflict_sets WHERE id IN \
+                     (SELECT conflict_id FROM conflict_members WHERE memory_id = ?1)",
+                        "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
+                    ] {
+                        tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
+                    }
+                    audit::append(tx, &audit, at, id, None, None)?;
+                    erased.push(id.clone());
+                }
+                // The per-task recall log has no index by memory (each pack would pay for it, and
+                // the steady pack's p99 rose by 2 ms with one): one pass over it for them all.
+                if !erased.is_empty() {
+                    let erased = serde_json::to_string(&erased).map_err(StoreError::backend)?;
+                    tx.prepare_cached(
+                    "DELETE FROM task_recalls WHERE memory_id IN (SELECT value FROM json_each(?1))",
+                )
+                .map_err(sql)?
+                .execute([erased])
+                .map_err(sql)?;
+                }
+                Ok((erased, live))
+            })
+            .await;
+        if erased.as_ref().is_ok_and(|erased| !erased.is_empty()) {
+            self.scrub_log().await;
+        }
+        erased
+    }
+
+    async fn newest_repo_memories(&self, repo: &str, limit: u32) -> Result<Vec<Memory>> {
+        let repo = repo.to_owned();
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_repo_rules_nocase \
+                 WHERE m.repo = ?1 COLLATE NOCASE AND m.scope = 'repo' AND m.status = 'active' \
+                 AND m.archived_at IS NULL ORDER BY m.created_at DESC LIMIT ?2"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let rows = statement
+                .query_map(params![repo, limit], |row| Ok(memory_from_row(row)))
+                .map_err(sql)?;
+            rows.map(|row| row.map_err(sql)?).collect()
+        })
+        .await
+    }
+
+    async fn memory_ids_tagged(&self, tag: &str) -> Result<Vec<String>> {
+        let tag = tag.to_owned();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT id FROM memories \
+                     WHERE EXISTS (SELECT 1 FROM json_each(memories.tags) WHERE value = ?1)",
+                )
+                .map_err(sql)?;
+            let rows = statement.query_map([tag], |row| row.get(0)).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)).collect()
+        })
+        .await
+    }
+
+    async fn memory_ids_containing(&self, text: &str) -> Result<Vec<String>> {
+        let text = text.to_lowercase();
+        self.read(move |connection| {
+            let mut statement = connection
+                .prepare_cached("SELECT id FROM memories WHERE instr(cairn_fold(content), ?1) > 0")
+                .map_err(sql)?;
+            let rows = statement.query_map([text], |row| row.get(0)).map_err(sql)?;
+            rows.map(|row| row.map_err(sql)).collect()
+        })
+        .await
+    }
+}
