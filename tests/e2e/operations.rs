@@ -161,6 +161,9 @@ async fn every_answer_names_its_request_and_the_log_line_says_the_same() {
         assert!(line.contains(part), "{part} in {line}");
     }
     assert!(line.contains("principal=\"local:"), "{line}");
+    // A probe that passed is a DEBUG line, not INFO: written after it, the failed write's
+    // line is there and the probe's is not.
+    assert!(!log(&daemon).contains("trace-42.a"), "a passing probe at INFO");
 }
 
 #[tokio::test]

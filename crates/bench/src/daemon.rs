@@ -202,6 +202,7 @@ impl Daemon {
             .env("SERVICE_RATE_LIMIT_READ", "1000000000")
             .env("SERVICE_RATE_LIMIT_WRITE", "1000000000")
             .env("SERVICE_RATE_LIMIT_CONTEXT", "1000000000")
+            .env("SERVICE_RATE_LIMIT_BULK", "1000000000")
             // Every client of the bench is on loopback: a thousand event streams come from
             // one address, and the connector syncs a folder under the temporary directory.
             .env("SERVICE_MAX_CONNECTIONS_PER_ADDRESS", "0")

@@ -173,18 +173,39 @@ pub(crate) fn end(observed: Observed, response: Response<ResponseBody>) -> Respo
     )
     .record(elapsed.as_secs_f64());
     let caller = response.extensions_mut().remove::<Caller>();
-    tracing::info!(
-        target: "cairn::access",
-        request_id = observed.id.to_str().unwrap_or_default(),
-        method,
-        route = &*route,
-        status,
-        latency_ms = (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
-        principal = caller.as_ref().map_or("-", |caller| caller.0.as_str()),
-        client = %observed.client,
-        "request"
-    );
+    let principal = caller.as_ref().map_or("-", |caller| caller.0.as_str());
+    let request_id = observed.id.to_str().unwrap_or_default();
+    let latency_ms = (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
+    macro_rules! access {
+        ($level:expr) => {
+            tracing::event!(
+                target: "cairn::access",
+                $level,
+                request_id,
+                method,
+                route = &*route,
+                status,
+                latency_ms,
+                principal,
+                client = %observed.client,
+                "request"
+            )
+        };
+    }
+    // A probe that passes is a line at DEBUG: balancers and supervisors poll them many times
+    // a second, and a line each cost health a third of its throughput. Every other request,
+    // and a probe that fails, is a line at INFO.
+    if is_probe(&route) && response.status().is_success() {
+        access!(tracing::Level::DEBUG);
+    } else {
+        access!(tracing::Level::INFO);
+    }
     response
+}
+
+/// Whether `route` is one of the health probes.
+fn is_probe(route: &str) -> bool {
+    matches!(route, "/api/health" | "/api/health/live" | "/api/health/ready")
 }
 
 /// The method as a label: one of the standard ones, else `other` (bounded variety).
