@@ -230,3 +230,88 @@ async fn failed_sync_reports_read_back(store: Arc<dyn Store>) {
     let read = store.get_connector(&connector.id).await.unwrap().unwrap();
     assert_eq!(read.last_sync, Some(report));
 }
+
+pub(super) async fn connectors_keep_their_items_in_step(store: Arc<dyn Store>) {
+    let connector = Connector {
+        id: new_id(IdPrefix::Connector),
+        kind: ConnectorKind::Folder,
+        name: "docs".to_owned(),
+        path: "/srv/docs".to_owned(),
+        scope: Scope::Repo,
+        repo: Some("docs".to_owned()),
+        max_commits: 500,
+        created_at: Timestamp::from_millis(1),
+        last_sync: None,
+    };
+    store.insert_connector(&connector).await.unwrap();
+    assert_eq!(store.get_connector(&connector.id).await.unwrap(), Some(connector.clone()));
+    assert_eq!(store.list_connectors().await.unwrap(), vec![connector.clone()]);
+
+    let first = sample_memory("Install with make.", Scope::Repo, 2);
+    let second = sample_memory("Deploy on Fridays never.", Scope::Repo, 2);
+    let inserts = vec![
+        (first.clone(), "setup.md#Install".to_owned(), "h1".to_owned()),
+        (second.clone(), "deploy.md".to_owned(), "h2".to_owned()),
+    ];
+    let batch = SyncBatch { inserts, ..SyncBatch::default() };
+    store
+        .apply_sync_batch(&connector.id, &batch, Timestamp::from_millis(3), "system:sync")
+        .await
+        .unwrap();
+    assert_eq!(store.connector_memory_count(&connector.id).await.unwrap(), 2);
+    assert_eq!(store.count_memories().await.unwrap(), 2);
+    let mut items = store.connector_items(&connector.id).await.unwrap();
+    items.sort_by(|a, b| a.key.cmp(&b.key));
+    assert_eq!(
+        items[1],
+        ConnectorItem {
+            key: "setup.md#Install".to_owned(),
+            memory_id: Some(first.id.clone()),
+            content_hash: "h1".to_owned()
+        }
+    );
+
+    let update = ItemUpdate {
+        key: "setup.md#Install".to_owned(),
+        memory_id: first.id.clone(),
+        content: "Install with just.".to_owned(),
+        content_hash: "h3".to_owned(),
+    };
+    let removal = items[0].clone();
+    let batch =
+        SyncBatch { updates: vec![update], removals: vec![removal], ..SyncBatch::default() };
+    store
+        .apply_sync_batch(&connector.id, &batch, Timestamp::from_millis(4), "system:sync")
+        .await
+        .unwrap();
+    assert_eq!(store.get_memory(&first.id).await.unwrap().unwrap().content, "Install with just.");
+    assert!(store.get_memory(&second.id).await.unwrap().unwrap().archived_at.is_some());
+    assert_eq!(store.connector_memory_count(&connector.id).await.unwrap(), 1);
+    assert_eq!(store.count_memories().await.unwrap(), 1);
+    let items = store.connector_items(&connector.id).await.unwrap();
+    assert_eq!((items.len(), items[0].content_hash.as_str()), (1, "h3"));
+    let (audit, _) = store
+        .list_audit(&AuditFilter { memory_id: None, actor: Some("system:sync".to_owned()) }, 10, 0)
+        .await
+        .unwrap();
+    let actions: Vec<&str> = audit.iter().map(|entry| entry.action.as_str()).collect();
+    assert_eq!(actions, ["archive", "import", "import", "import"]);
+
+    let report = SyncReport {
+        started_at: Timestamp::from_millis(3),
+        finished_at: Timestamp::from_millis(4),
+        status: SyncStatus::Ok,
+        imported: 2,
+        updated: 1,
+        unchanged: 0,
+        archived: 1,
+        skipped: 0,
+        error: None,
+    };
+    store.record_sync(&connector.id, &report).await.unwrap();
+    assert_eq!(store.get_connector(&connector.id).await.unwrap().unwrap().last_sync, Some(report));
+    assert!(store.delete_connector(&connector.id).await.unwrap());
+    assert!(!store.delete_connector(&connector.id).await.unwrap());
+    assert!(store.connector_items(&connector.id).await.unwrap().is_empty());
+    assert_eq!(store.get_connector(&connector.id).await.unwrap(), None);
+}
