@@ -529,7 +529,9 @@ impl Engine {
         loop {
             semantic.wake();
             let pending = self.store.count_pending_embeddings(semantic.model()).await?;
-            if pending == 0 && semantic.loaded() {
+            // The worker's own count too: it goes down just after a batch's vectors are
+            // stored, and `embeddings_pending` reads it.
+            if pending == 0 && semantic.loaded() && semantic.pending() == 0 {
                 return Ok(());
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
