@@ -681,8 +681,13 @@ pub(crate) struct RevokedToken {
 #[utoipa::path(get, path = "/api/health", tag = "system",
     responses((status = 200, description = "The service is healthy", body = Health)))]
 pub(crate) async fn health(inner: &Inner) -> Reply {
-    let schema = inner.engine.store().schema_version().await.map_err(cairn_memory::Error::from)?;
-    inner.schema_applied.store(schema.applied, std::sync::atomic::Ordering::Relaxed);
+    // The schema's version is read once (and again by every readiness probe): health is
+    // polled, and on PostgreSQL every read is a round trip.
+    if inner.schema_applied.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        let schema =
+            inner.engine.store().schema_version().await.map_err(cairn_memory::Error::from)?;
+        inner.schema_applied.store(schema.applied, std::sync::atomic::Ordering::Relaxed);
+    }
     Ok(health_answer(inner, inner.engine.memory_count().await?))
 }
 
@@ -811,8 +816,14 @@ pub(crate) fn health_live() {}
     ))]
 pub(crate) async fn health_ready(inner: &Inner) -> Response<ResponseBody> {
     match inner.engine.store().schema_version().await {
-        Ok(schema) if schema.current() => probe("ready"),
-        Ok(_) | Err(_) => ApiError::new(ErrorCode::Unavailable, "not ready").into_response(),
+        Ok(schema) => {
+            inner.schema_applied.store(schema.applied, std::sync::atomic::Ordering::Relaxed);
+            match schema.current() {
+                true => probe("ready"),
+                false => ApiError::new(ErrorCode::Unavailable, "not ready").into_response(),
+            }
+        }
+        Err(_) => ApiError::new(ErrorCode::Unavailable, "not ready").into_response(),
     }
 }
 

@@ -190,9 +190,7 @@ fn copy(from: &Connection, source: &Path, destination: &Path) -> Result<(), Copy
             match backup.step(-1).map_err(sqlite(source))? {
                 StepResult::Done => break,
                 StepResult::More => {}
-                StepResult::Busy | StepResult::Locked => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
+                // Busy or locked: a writer holds the database at this instant.
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }
         }
