@@ -38,6 +38,8 @@ describe("useServiceChat with a language model", () => {
           { role: "user", text: "I would like to book a demo", status: "sent" },
           { role: "assistant", text: "Happy to help you book a demo.", status: "sent" },
         ]);
+        // The stream's events may render before the send's answer does.
+        expect(result.current.status).toBe("idle");
       }, { timeout: 10_000 });
     } finally {
       globalThis.IS_REACT_ACT_ENVIRONMENT = actEnvironment;
