@@ -10,7 +10,6 @@ mod config;
 mod conflicts;
 mod connectors;
 mod conversations;
-mod fts;
 mod idempotency;
 mod keys;
 mod locks;

@@ -16,13 +16,13 @@ use cairn_store::{
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use deadpool_postgres::GenericClient;
 
-use crate::fts::Document;
 use crate::rows::{
     EVIDENCE_COLUMNS, FILTER_SQL, MEMORY_COLUMNS, OUTCOME_COLUMNS, StoredMemory, evidence_from_row,
     execute, filter_params, json_value, memory_from_row, outcome_from_row, query, query_opt,
     stored_from_row,
 };
 use crate::{PgStore, Transaction, audit, lock_key, notify, search};
+use cairn_store::fulltext::Document;
 
 /// How a write moves the corpus statistics: live memories and their tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

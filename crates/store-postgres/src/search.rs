@@ -1,7 +1,7 @@
 //! Full-text search: the planner of the SQLite backend and BM25 computed in SQL from the
 //! postings table, so rankings match SQLite's.
 //!
-//! The postings (`memory_terms`) hold the terms FTS5 would index (see [`crate::fts`]), per
+//! The postings (`memory_terms`) hold the terms FTS5 would index (see [`cairn_store::fulltext::tokenize`]), per
 //! column, and `memories.doc_tokens` each live memory's length, so BM25 is FTS5's
 //! `bm25(memories_fts, 2.0, 1.0)`: k1 = 1.2, b = 0.75, content weighing twice the tags,
 //! `idf = ln((N − n + 0.5) / (n + 0.5))` (1e-6 when not positive), N and the mean length
@@ -21,9 +21,9 @@ use cairn_store::{MemoryFilter, Result, TextMatch};
 use deadpool_postgres::GenericClient;
 
 use crate::PgStore;
-use crate::fts::tokenize;
 use crate::memories::corpus;
 use crate::rows::{MEMORY_COLUMNS, filter_params, memory_from_row, query};
+use cairn_store::fulltext::tokenize;
 
 /// The most rows one query scores: the newest matches when the words are all common.
 const SCORED_ROWS: i64 = 600;

@@ -19,6 +19,7 @@ mod rows;
 mod search;
 #[cfg(test)]
 mod tests;
+mod text_index;
 mod transfer;
 mod vectors;
 
@@ -38,9 +39,10 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use crate::checkpoint::spawn_checkpointer;
 use crate::memory_rows::insert_memory_rows;
+use crate::text_index::SearchIndex;
 
 /// How long a connection waits for another process's lock before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const READER_CONNECTIONS: u32 = 8;
 /// The write-ahead log is cut back to this size whenever a checkpoint resets it.
 const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
@@ -51,6 +53,8 @@ pub struct SqliteStore {
     readers: Pool<SqliteConnectionManager>,
     writer: Arc<Writer>,
     word_frequencies: Arc<cairn_store::fulltext::WordFrequencies>,
+    /// Full-text search's index; FTS5 answers until it is built.
+    text_index: Arc<SearchIndex>,
     /// The checkpoint thread runs while a clone of the store exists.
     _alive: Arc<()>,
 }
@@ -67,6 +71,8 @@ struct Writer {
     live_memories: AtomicU64,
     /// Memory inserts waiting for the writer (see [`Writer::commit_pending_inserts`]).
     pending_inserts: std::sync::Mutex<Vec<PendingInsert>>,
+    /// Takes each commit's changed memories before the writer is released.
+    text_index: Arc<SearchIndex>,
 }
 
 impl Writer {
@@ -121,12 +127,14 @@ impl Writer {
             return;
         }
         let together = commit_inserts(&mut connections.synced, &jobs);
+        self.text_index.absorb(&connections.synced);
         if together.is_ok() || jobs.len() == 1 {
             self.answer(jobs, together);
             return;
         }
         for job in jobs {
             let alone = commit_inserts(&mut connections.synced, std::slice::from_ref(&job));
+            self.text_index.absorb(&connections.synced);
             self.answer(vec![job], alone);
         }
     }
@@ -183,20 +191,30 @@ impl std::fmt::Debug for SqliteStore {
 impl SqliteStore {
     /// Opens (or creates) the database at `path` and applies pending migrations.
     pub fn open(path: &Path) -> Result<SqliteStore> {
+        SqliteStore::open_with(path, text_index::BUILT_AT_OPEN_BELOW)
+    }
+
+    /// [`SqliteStore::open`], building the full-text index before returning when fewer than
+    /// `built_at_open_below` memories are live, in the background otherwise.
+    fn open_with(path: &Path, built_at_open_below: u64) -> Result<SqliteStore> {
         restrict_to_owner(path)?;
         let manager = || SqliteConnectionManager::file(path).with_init(configure_connection);
         let mut synced = open_writer(path, "FULL")?;
         migrations::apply(&mut synced).map_err(StoreError::backend)?;
         let relaxed = open_writer(path, "NORMAL")?;
+        text_index::take_notes(&synced)?;
+        text_index::take_notes(&relaxed)?;
         let count: i64 = synced
             .query_row("SELECT count(*) FROM memories WHERE archived_at IS NULL", [], |row| {
                 row.get(0)
             })
             .map_err(sql)?;
+        let text_index = SearchIndex::open(path, count as u64, built_at_open_below)?;
         let writer = Arc::new(Writer {
             connections: std::sync::Mutex::new(WriterConnections { synced, relaxed }),
             live_memories: AtomicU64::new(count as u64),
             pending_inserts: std::sync::Mutex::default(),
+            text_index: text_index.clone(),
         });
         let readers = Pool::builder()
             .max_size(READER_CONNECTIONS)
@@ -205,7 +223,13 @@ impl SqliteStore {
             .map_err(StoreError::backend)?;
         let alive = Arc::new(());
         spawn_checkpointer(path, Arc::downgrade(&alive))?;
-        Ok(SqliteStore { readers, writer, word_frequencies: Arc::default(), _alive: alive })
+        Ok(SqliteStore {
+            readers,
+            writer,
+            word_frequencies: Arc::default(),
+            text_index,
+            _alive: alive,
+        })
     }
 
     /// Empties the write-ahead log into the database after an erasure, so the frames that
@@ -294,6 +318,7 @@ impl SqliteStore {
                 .map_err(sql)?;
             let (value, live_change) = change(&transaction)?;
             transaction.commit().map_err(sql)?;
+            writer.text_index.absorb(connection);
             if live_change >= 0 {
                 writer.live_memories.fetch_add(live_change as u64, Ordering::Relaxed);
             } else {

@@ -198,8 +198,10 @@ impl MemoryStore for SqliteStore {
         let (terms, filter) = (terms.to_vec(), filter.clone());
         let frequencies = self.word_frequencies.clone();
         let corpus = self.live_memories();
-        self.read(move |connection| {
-            search::search(connection, &frequencies, corpus, &terms, &filter, limit)
+        let index = self.text_index.clone();
+        self.read(move |connection| match index.search(&terms, &filter, limit) {
+            Some(hits) => search::read_hits(connection, &hits, &filter),
+            None => search::search(connection, &frequencies, corpus, &terms, &filter, limit),
         })
         .await
     }

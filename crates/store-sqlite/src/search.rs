@@ -1,10 +1,11 @@
-//! Full-text search on FTS5: the plan of [`cairn_store::fulltext`] (selective words, or
+//! Full-text search: the in-memory index's hits read from the table ([`read_hits`]), or,
+//! while the index is being built, FTS5: the plan of [`cairn_store::fulltext`] (selective words, or
 //! every common one) run as an FTS5 expression, ranked by FTS5's BM25. A window over the
 //! newest matches bounds the rows scored; when the plan finds very few rows, the rows
 //! holding any word are added.
 
 use cairn_store::fulltext::{FEW_HITS, Plan, WordFrequencies, plan};
-use cairn_store::{MemoryFilter, Result, TextMatch};
+use cairn_store::{MemoryFilter, Result, StoreError, TextMatch};
 use rusqlite::{Connection, params};
 
 use crate::rows::{MEMORY_COLUMNS, memory_from_row};
@@ -81,6 +82,34 @@ fn expression(plan: &Plan) -> String {
 
 fn any_of(words: &[String]) -> String {
     words.iter().map(|word| quote(word)).collect::<Vec<_>>().join(" OR ")
+}
+
+/// The memories of the index's hits (`(rowid, score)`, best first) that the filter still
+/// admits (a change committed after the index answered may have taken one out), in order.
+pub(crate) fn read_hits(
+    connection: &Connection,
+    hits: &[(i64, f64)],
+    filter: &MemoryFilter,
+) -> Result<Vec<TextMatch>> {
+    if hits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rowids: Vec<i64> = hits.iter().map(|&(rowid, _)| rowid).collect();
+    let rowids = serde_json::to_string(&rowids).map_err(StoreError::backend)?;
+    let (scope, status, repo, _) = filter_params(filter);
+    let query = format!(
+        "SELECT {MEMORY_COLUMNS}, hit.key AS rank FROM json_each(?5) AS hit \
+         JOIN memories m ON m.rowid = hit.value WHERE {FILTER_SQL} ORDER BY hit.key"
+    );
+    let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+    let rows = statement
+        .query_map(params![scope, status, repo, false, rowids], |row| {
+            let rank: i64 = row.get("rank")?;
+            let relevance = hits.get(rank as usize).map_or(0.0, |&(_, score)| score);
+            Ok(memory_from_row(row).map(|memory| TextMatch { memory, relevance }))
+        })
+        .map_err(sql)?;
+    rows.map(|row| row.map_err(sql)?).collect()
 }
 
 /// A word as an FTS5 string: data, never query syntax.

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use cairn_store::MemoryStore;
+use cairn_store::{MemoryChange, MemoryStore};
 use cairn_types::Timestamp;
+use rusqlite::params;
 
 use super::*;
 use crate::checkpoint::{RESTART_WAIT, checkpoint};
@@ -240,4 +241,123 @@ async fn data_survives_reopening_the_file() {
     let reopened = SqliteStore::open(&path).unwrap();
     assert_eq!(reopened.get_memory(&memory.id).await.unwrap(), Some(memory));
     assert_eq!(reopened.count_memories().await.unwrap(), 1, "the count is rebuilt at open");
+}
+
+/// `(id, score)` of FTS5's own ranking over every word (`bm25(memories_fts, 2.0, 1.0)`).
+fn fts5_ranking(store: &SqliteStore, words: &str, limit: u32) -> Vec<(String, f64)> {
+    let connection = store.readers.get().unwrap();
+    let expression = words.split_whitespace().map(search::quote).collect::<Vec<_>>().join(" OR ");
+    let mut statement = connection
+        .prepare(
+            "SELECT m.id, -bm25(memories_fts, 2.0, 1.0) FROM memories_fts \
+             JOIN memories m ON m.rowid = memories_fts.rowid \
+             WHERE memories_fts MATCH ?1 ORDER BY bm25(memories_fts, 2.0, 1.0) LIMIT ?2",
+        )
+        .unwrap();
+    statement
+        .query_map(params![expression, limit], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+async fn index_ranking(store: &SqliteStore, words: &str, limit: u32) -> Vec<(String, f64)> {
+    let words: Vec<String> = words.split_whitespace().map(str::to_owned).collect();
+    let hits = store.search_memories(&words, &MemoryFilter::default(), limit).await.unwrap();
+    hits.into_iter().map(|hit| (hit.memory.id, hit.relevance)).collect()
+}
+
+fn same_ranking(ours: &[(String, f64)], fts5: &[(String, f64)], words: &str) {
+    assert_eq!(ours.len(), fts5.len(), "{words}: {ours:?} against {fts5:?}");
+    for (a, b) in ours.iter().zip(fts5) {
+        // Equal scores may come in either order; the scores themselves must agree.
+        assert!((a.1 - b.1).abs() < 1e-9, "{words}: {ours:?} against FTS5's {fts5:?}");
+    }
+    // Equal scores at the last place may be cut either way: compare the ids above it.
+    let cut = ours.last().map_or(0.0, |hit| hit.1) + 1e-9;
+    let above = |hits: &[(String, f64)]| {
+        let mut ids: Vec<String> =
+            hits.iter().filter(|hit| hit.1 > cut).map(|hit| hit.0.clone()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(above(ours), above(fts5), "{words}");
+}
+
+/// The index is built in the background while memories change, then answers as FTS5's own
+/// BM25 ranks, and follows every later commit: edits, archiving, erasure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_text_index_is_built_beside_writes_and_ranks_as_fts5() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("cairn.db");
+    let words = ["parser", "flaky", "build", "deploy", "cache", "timeout", "lint", "docs"];
+    let mut rng = cairn_test_support::rng::Rng::new(3);
+    let memories: Vec<Memory> = (0..3_000)
+        .map(|n| {
+            let text: Vec<&str> =
+                (0..3 + rng.below(8)).map(|_| words[rng.below(words.len())]).collect();
+            cairn_store::conformance::sample_memory(&text.join(" "), cairn_types::Scope::Repo, n)
+        })
+        .collect();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.insert_memories(&memories, "tester").await.unwrap();
+    }
+    let store = SqliteStore::open_with(&path, 0).unwrap();
+    let audit = Audit { actor: "tester", action: "update" };
+    let edit = MemoryChange { content: Some("zebra crossing".into()), ..MemoryChange::default() };
+    let archive = MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(9))),
+        ..MemoryChange::default()
+    };
+    // Changes while the index may still be building.
+    store.update_memory(&memories[0].id, &edit, Timestamp::from_millis(5), &audit).await.unwrap();
+    store
+        .update_memory(&memories[1].id, &archive, Timestamp::from_millis(5), &audit)
+        .await
+        .unwrap();
+    store
+        .erase_memories(std::slice::from_ref(&memories[2].id), Timestamp::from_millis(5), &audit)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !store.text_index.is_ready() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the index was never built"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let found = index_ranking(&store, "zebra", 5).await;
+    assert_eq!(found.iter().map(|hit| &hit.0).collect::<Vec<_>>(), [&memories[0].id]);
+    for query in ["parser", "flaky lint", "build deploy cache", "timeout docs parser flaky"] {
+        let ours = index_ranking(&store, query, 20).await;
+        assert!(!ours.iter().any(|hit| hit.0 == memories[1].id || hit.0 == memories[2].id));
+        same_ranking(&ours, &fts5_ranking(&store, query, 20), query);
+    }
+    // And after the build, every commit reaches it.
+    let more: Vec<Memory> = (0..50)
+        .map(|n| {
+            cairn_store::conformance::sample_memory(
+                "flaky zebra",
+                cairn_types::Scope::Repo,
+                10_000 + n,
+            )
+        })
+        .collect();
+    store.insert_memories(&more, "tester").await.unwrap();
+    store
+        .update_memory(&memories[0].id, &archive, Timestamp::from_millis(50), &audit)
+        .await
+        .unwrap();
+    let found = index_ranking(&store, "zebra", 100).await;
+    assert_eq!(found.len(), 50);
+    assert!(!found.iter().any(|hit| hit.0 == memories[0].id));
+    for query in ["zebra flaky", "parser", "build deploy cache"] {
+        same_ranking(
+            &index_ranking(&store, query, 20).await,
+            &fts5_ranking(&store, query, 20),
+            query,
+        );
+    }
 }

@@ -1,11 +1,11 @@
 //! The full-text tokenizer: SQLite FTS5's `porter unicode61 remove_diacritics 2`, in Rust, so
-//! PostgreSQL's postings hold the terms SQLite would index.
+//! both backends index the same terms (PostgreSQL's postings, the in-memory index).
 //!
 //! unicode61: token characters are letters, numbers and private-use characters (a combining
 //! mark inside a token belongs to it and is dropped); tokens are folded to lower case with
 //! the diacritics of Latin letters removed. Then the Porter stemmer of FTS5.
 
-mod porter;
+use super::porter;
 
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -35,7 +35,7 @@ fn fold(c: char, into: &mut String) {
 }
 
 /// The terms FTS5 indexes for `text`, in order (duplicates kept).
-pub(crate) fn tokenize(text: &str) -> Vec<String> {
+pub fn tokenize(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
     let mut current = String::new();
     let mut in_token = false;
@@ -65,19 +65,23 @@ fn push(tokens: &mut Vec<String>, current: &mut String) {
 
 /// The terms of a memory: those of its content and of its tags (the JSON text of the list,
 /// as SQLite indexes the column), counted per term.
-pub(crate) struct Document {
+pub struct Document {
     /// `(term, occurrences in content, occurrences in tags)`, sorted by term.
-    pub(crate) terms: Vec<(String, i32, i32)>,
+    pub terms: Vec<(String, i32, i32)>,
     /// Tokens of both columns: FTS5's document length.
-    pub(crate) length: i32,
+    pub length: i32,
 }
 
 impl Document {
-    pub(crate) fn of(content: &str, tags: &[String]) -> Document {
-        let tags_text = serde_json::to_string(tags).expect("strings always serialize");
+    pub fn of(content: &str, tags: &[String]) -> Document {
+        Document::of_text(content, &serde_json::to_string(tags).expect("strings always serialize"))
+    }
+
+    /// The document of a content and its tags as stored (the list's JSON text).
+    pub fn of_text(content: &str, tags_text: &str) -> Document {
         let mut counts: std::collections::BTreeMap<String, (i32, i32)> = Default::default();
         let content = tokenize(content);
-        let tags = tokenize(&tags_text);
+        let tags = tokenize(tags_text);
         let length = (content.len() + tags.len()) as i32;
         for term in content {
             counts.entry(term).or_default().0 += 1;
