@@ -312,6 +312,7 @@ fn build(connection: &Connection, index: &SearchIndex) -> Result<()> {
             },
         }
     }
+    built.shrink_to_fit();
     if recount {
         // A memory changed during the build may have left a term's count high (its removal
         // did not know which version the build had read).

@@ -33,6 +33,8 @@ const B: f64 = 0.75;
 /// Compaction once dead postings are this share of all (and at least [`COMPACT_FROM`]).
 const DEAD_SHARE: usize = 8;
 const COMPACT_FROM: usize = 4_096;
+/// Documents of the strongest list scored before the walk, for a first threshold.
+const SEED_DOCS: usize = 2_048;
 
 /// What a search can filter a memory by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +98,10 @@ impl Default for Postings {
 pub struct TextIndex {
     terms: HashMap<Box<str>, Postings>,
     docs: Vec<Doc>,
+    /// Per slot: the document's length plus one, 0 when it is dead. The one value the walk
+    /// reads for every document it visits, two bytes each (a megabyte's array stays in the
+    /// cache, where the documents themselves are a miss each).
+    lengths: Vec<u16>,
     slots: HashMap<i64, u32>,
     repos: HashMap<Box<str>, u32>,
     live_tokens: u64,
@@ -151,6 +157,7 @@ impl TextIndex {
         }
         self.postings += document.terms.len();
         self.live_tokens += u64::from(length);
+        self.lengths.push(length.min(u32::from(u16::MAX) - 1) as u16 + 1);
         self.docs.push(Doc {
             key,
             length,
@@ -170,6 +177,7 @@ impl TextIndex {
         let Some(slot) = self.slots.remove(&key) else { return };
         let doc = &mut self.docs[slot as usize];
         doc.live = false;
+        self.lengths[slot as usize] = 0;
         self.live_tokens -= u64::from(doc.length);
         self.dead_postings += doc.terms as usize;
         if let Some((content, tags_text)) = indexed
@@ -245,7 +253,20 @@ impl TextIndex {
         }
         self.postings = self.terms.values().map(|postings| postings.slots.len()).sum();
         self.dead_postings = 0;
+        self.lengths =
+            docs.iter().map(|doc| doc.length.min(u32::from(u16::MAX) - 1) as u16 + 1).collect();
         self.docs = docs;
+    }
+
+    /// Gives back the memory the lists grew into (after building from a whole table).
+    pub fn shrink_to_fit(&mut self) {
+        for postings in self.terms.values_mut() {
+            postings.slots.shrink_to_fit();
+            postings.freqs.shrink_to_fit();
+        }
+        self.docs.shrink_to_fit();
+        self.lengths.shrink_to_fit();
+        self.slots.shrink_to_fit();
     }
 
     fn repo_number(&mut self, repo: Option<&str>) -> u32 {
@@ -274,6 +295,12 @@ impl TextIndex {
                 && filter.scope.is_none_or(|scope| scope == doc.scope)
                 && filter.status.is_none_or(|status| status == doc.status)
                 && repo.is_none_or(|repo| repo == doc.repo)
+        };
+        let filtered = filter.scope.is_some() || filter.status.is_some() || repo.is_some();
+        // The document's length when it is live and admitted.
+        let admitted = |slot: u32| -> Option<u32> {
+            let length = u32::from(self.lengths[slot as usize]).checked_sub(1)?;
+            (!filtered || admits(&self.docs[slot as usize])).then_some(length)
         };
         let mut counted: Vec<(String, u32)> = Vec::new();
         for token in words.iter().flat_map(|word| tokenize(word)) {
@@ -304,24 +331,73 @@ impl TextIndex {
             })
             .collect();
         let mut best: BinaryHeap<Reverse<Hit>> = BinaryHeap::with_capacity(k + 1);
+        let keep = |best: &mut BinaryHeap<Reverse<Hit>>, hit: Hit| -> Option<f64> {
+            if best.len() < k {
+                best.push(Reverse(hit));
+            } else if best.peek().is_some_and(|Reverse(least)| hit.score > least.score) {
+                best.pop();
+                best.push(Reverse(hit));
+            } else {
+                return None;
+            }
+            (best.len() == k).then(|| best.peek().map_or(f64::NEG_INFINITY, |Reverse(h)| h.score))
+        };
+        // A head start: documents of the strongest list (a sample of at most SEED_DOCS),
+        // scored whole. Any k exact scores bound the final k-th best from below, so the walk
+        // prunes from its first document instead of after k of them; it skips these.
         let mut threshold = f64::NEG_INFINITY;
+        let mut seeded: Vec<u32> = Vec::new();
+        if let Some(strongest) = cursors.last() {
+            let slots = &strongest.postings.slots;
+            let step = slots.len().div_ceil(SEED_DOCS).max(1);
+            let mut probes: Vec<Cursor<'_>> = cursors.iter().map(Cursor::restart).collect();
+            for &slot in slots.iter().step_by(step) {
+                seeded.push(slot);
+                let Some(length) = admitted(slot) else { continue };
+                let norm = K1 * (1.0 - B + B * f64::from(length) / average);
+                let mut score = 0.0;
+                for probe in &mut probes {
+                    probe.seek(slot);
+                    if probe.current() == Some(slot) {
+                        score += probe.score(norm);
+                    }
+                }
+                if let Some(least) = keep(&mut best, Hit { score, slot }) {
+                    threshold = least;
+                }
+            }
+        }
+        let mut seeded = seeded.into_iter().peekable();
         // Lists before `essential` are only probed.
         let mut essential = 0;
+        while essential < cursors.len() && bounds[essential] <= threshold {
+            essential += 1;
+        }
         while let Some(slot) = cursors[essential..].iter().filter_map(Cursor::current).min() {
-            let doc = &self.docs[slot as usize];
-            let admitted = admits(doc);
-            let norm = K1 * (1.0 - B + B * f64::from(doc.length) / average);
+            while seeded.next_if(|&seed| seed < slot).is_some() {}
+            if seeded.next_if_eq(&slot).is_some() {
+                for cursor in &mut cursors[essential..] {
+                    if cursor.current() == Some(slot) {
+                        cursor.at += 1;
+                    }
+                }
+                continue;
+            }
+            let Some(length) = admitted(slot) else {
+                for cursor in &mut cursors[essential..] {
+                    if cursor.current() == Some(slot) {
+                        cursor.at += 1;
+                    }
+                }
+                continue;
+            };
+            let norm = K1 * (1.0 - B + B * f64::from(length) / average);
             let mut score = 0.0;
             for cursor in &mut cursors[essential..] {
                 if cursor.current() == Some(slot) {
-                    if admitted {
-                        score += cursor.score(norm);
-                    }
+                    score += cursor.score(norm);
                     cursor.at += 1;
                 }
-            }
-            if !admitted {
-                continue;
             }
             for i in (0..essential).rev() {
                 if score + bounds[i] <= threshold {
@@ -333,16 +409,8 @@ impl TextIndex {
                     score += cursor.score(norm);
                 }
             }
-            if best.len() < k {
-                best.push(Reverse(Hit { score, slot }));
-            } else if score > threshold {
-                best.pop();
-                best.push(Reverse(Hit { score, slot }));
-            } else {
-                continue;
-            }
-            if best.len() == k {
-                threshold = best.peek().map_or(threshold, |Reverse(hit)| hit.score);
+            if let Some(least) = keep(&mut best, Hit { score, slot }) {
+                threshold = least;
                 while essential < cursors.len() && bounds[essential] <= threshold {
                     essential += 1;
                 }
@@ -384,7 +452,12 @@ struct Cursor<'a> {
     bound: f64,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
+    /// The same list from its start.
+    fn restart(&self) -> Cursor<'a> {
+        Cursor { postings: self.postings, at: 0, weight: self.weight, bound: self.bound }
+    }
+
     fn current(&self) -> Option<u32> {
         self.postings.slots.get(self.at).copied()
     }
