@@ -46,7 +46,7 @@ use crate::figures::{
     hook_figures, local_model_figures, postgres_figures, runtime_figures, voice_figures,
 };
 use crate::options::{Options, USAGE, eval_options, parse_args};
-use crate::report::Report;
+use crate::report::{Growth, Report};
 use crate::stats::{Latencies, count, duration, megabytes};
 
 /// Budgets of DESIGN.md, section "Budgets" (stated for 100,000 memories, 2 cores).
@@ -207,6 +207,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
 
     let largest = *options.sizes.last().expect("at least one size");
     let mut sse = None;
+    let mut growth = Growth::default();
     for &size in &options.sizes {
         let n = count(size as f64);
         let dir = tempfile::Builder::new().prefix("cairn-bench-").tempdir()?;
@@ -242,6 +243,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             let context =
                 inproc::context(&engine, &corpus, &mut rng, WARM_UP_CALLS, options.calls).await?;
             let lat = &context.latencies;
+            growth.add(size, "context pack p50 / p99", [lat.p50(), lat.p99()]);
             report.check(
                 format!("context p50, {n}"),
                 duration(lat.p50()),
@@ -267,6 +269,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             let search =
                 inproc::search(&engine, &corpus, &mut rng, WARM_UP_CALLS, options.calls).await?;
             let lat = &search.latencies;
+            growth.add(size, "search p50 / p99", [lat.p50(), lat.p99()]);
             report.check(
                 format!("search p50, {n}"),
                 duration(lat.p50()),
@@ -281,6 +284,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             let part = |latencies: &Latencies| {
                 format!("{} / {}", duration(latencies.p50()), duration(latencies.p99()))
             };
+            growth.add(size, "full-text query p50 / p99", [parts.fts.p50(), parts.fts.p99()]);
             report.info(format!("  part: FTS query p50 / p99, {n}"), part(&parts.fts));
             report.info(format!("  part: token counting p50 / p99, {n}"), part(&parts.tokens));
             report.info(format!("  part: recall write p50 / p99, {n}"), part(&parts.recall));
@@ -299,6 +303,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             let context =
                 inproc::context(&hybrid, &corpus, &mut rng, WARM_UP_CALLS, options.calls).await?;
             let lat = &context.latencies;
+            growth.add(size, "hybrid context pack p50 / p99", [lat.p50(), lat.p99()]);
             report.info(
                 format!("hybrid context p50 / p99, {n}"),
                 format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
@@ -306,6 +311,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             let search =
                 inproc::search(&hybrid, &corpus, &mut rng, WARM_UP_CALLS, options.calls).await?;
             let lat = &search.latencies;
+            growth.add(size, "hybrid search p50 / p99", [lat.p50(), lat.p99()]);
             report.info(
                 format!("hybrid search p50 / p99, {n}"),
                 format!("{} / {}", duration(lat.p50()), duration(lat.p99())),
@@ -324,6 +330,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             report.note(format!("kept the data directory {}", dir.keep().display()));
         }
     }
+    growth.report(&mut report);
     if options.daemon {
         let mut rng = Rng::new(options.seed ^ STEADY_CONTEXT_SIZE as u64);
         steady_context_figures(&mut report, &corpus, &mut rng).await?;

@@ -103,3 +103,48 @@ impl Report {
         }
     }
 }
+
+/// Figures measured at each corpus size, reported as growth factors between sizes: a flat
+/// curve is a factor near 1 however large the step.
+#[derive(Default)]
+pub(crate) struct Growth {
+    /// `(figure, its measures)`, in the order first measured.
+    figures: Vec<(&'static str, Vec<Measured>)>,
+}
+
+/// A corpus size and the p50 and p99 measured at it.
+type Measured = (usize, [std::time::Duration; 2]);
+
+impl Growth {
+    pub(crate) fn add(
+        &mut self,
+        size: usize,
+        figure: &'static str,
+        values: [std::time::Duration; 2],
+    ) {
+        match self.figures.iter_mut().find(|(name, _)| *name == figure) {
+            Some((_, sizes)) => sizes.push((size, values)),
+            None => self.figures.push((figure, vec![(size, values)])),
+        }
+    }
+
+    /// One row a figure and step between sizes: `×a / ×b` for p50 and p99.
+    pub(crate) fn report(&self, report: &mut Report) {
+        for (figure, sizes) in &self.figures {
+            for pair in sizes.windows(2) {
+                let [(from, before), (to, after)] = pair else { continue };
+                let factor = |i: usize| {
+                    after[i].as_secs_f64() / before[i].as_secs_f64().max(f64::MIN_POSITIVE)
+                };
+                report.info(
+                    format!(
+                        "growth of {figure}, {} → {}",
+                        crate::stats::count(*from as f64),
+                        crate::stats::count(*to as f64)
+                    ),
+                    format!("×{:.1} / ×{:.1}", factor(0), factor(1)),
+                );
+            }
+        }
+    }
+}
