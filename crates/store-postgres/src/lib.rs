@@ -18,6 +18,7 @@ mod migrations;
 mod notify;
 mod rows;
 mod search;
+mod text_index;
 mod transfer;
 mod vectors;
 
@@ -27,7 +28,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_store::{Result, StoreError};
+use cairn_store::{ExternalChange, Result, StoreError};
 
 pub use config::redact_url;
 pub use deadpool_postgres::Transaction;
@@ -88,6 +89,8 @@ struct Shared {
     channels: notify::Channels,
     feed: Arc<notify::Feed>,
     listener: Option<tokio::task::JoinHandle<()>>,
+    /// Full-text search's index, when this store listens (it hears the others' writes).
+    text_index: Option<Arc<text_index::SearchIndex>>,
 }
 
 impl Drop for Shared {
@@ -240,6 +243,15 @@ impl PgStore {
         } else {
             None
         };
+        let (text_index, work) = match listener {
+            Some(_) => {
+                let (index, work) = text_index::SearchIndex::new();
+                let hearing = index.clone();
+                feed.add(Arc::new(move |change: &ExternalChange| hearing.heard(change)));
+                (Some(index), Some(work))
+            }
+            None => (None, None),
+        };
         let shared = Shared {
             schema: options.schema.clone(),
             instance,
@@ -249,6 +261,7 @@ impl PgStore {
             channels,
             feed,
             listener,
+            text_index,
         };
         tracing::info!(
             url = %config::redact_url(&options.url),
@@ -261,7 +274,21 @@ impl PgStore {
             sslmode = ?admin.get_ssl_mode(),
             "opened the PostgreSQL store"
         );
-        Ok(PgStore { shared: Arc::new(shared) })
+        let store = PgStore { shared: Arc::new(shared) };
+        if let (Some(index), Some(work)) = (store.shared.text_index.clone(), work) {
+            let live = store
+                .read((), |_, client, ()| {
+                    Box::pin(async move { memories::corpus(client).await.map(|(live, _)| live) })
+                })
+                .await?;
+            text_index::start(&store, index, work, live).await?;
+        }
+        Ok(store)
+    }
+
+    /// Full-text search's index, when this store has one.
+    pub(crate) fn text_index(&self) -> Option<&text_index::SearchIndex> {
+        self.shared.text_index.as_deref()
     }
 
     /// The schema this store's tables live in.
@@ -344,10 +371,27 @@ impl PgStore {
         };
         let mut client = self.client().await.map_err(Attempt::Failed)?;
         let tx = client.transaction().await.map_err(|error| classify(pg(error)))?;
-        let value = body(self, &tx, data).await.map_err(classify)?;
-        // Whatever happens to the commit is the caller's to know: it may have landed.
-        tx.commit().await.map_err(|error| Attempt::Failed(pg(error)))?;
-        Ok(value)
+        let (address, done) = async {
+            // The memories the body changes are noted under the transaction's address.
+            let address = &tx as *const Transaction<'_> as usize;
+            let value = match body(self, &tx, data).await {
+                Ok(value) => value,
+                Err(error) => return (address, Err(classify(error))),
+            };
+            // Whatever happens to the commit is the caller's to know: it may have landed.
+            match tx.commit().await {
+                Ok(()) => (address, Ok(value)),
+                Err(error) => (address, Err(Attempt::Failed(pg(error)))),
+            }
+        }
+        .await;
+        if let Some(index) = self.text_index() {
+            let changed = index.take_noted(address);
+            if done.is_ok() {
+                index.absorb(&client, changed).await;
+            }
+        }
+        done
     }
 
     /// Runs `body` on a pooled connection without an explicit transaction (each statement

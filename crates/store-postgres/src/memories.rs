@@ -385,6 +385,10 @@ pub(crate) async fn notify(store: &PgStore, tx: &Transaction<'_>, ids: &[String]
     if ids.is_empty() {
         return Ok(());
     }
+    if let Some(index) = store.text_index() {
+        // This daemon's index takes them after the commit (see `text_index`).
+        index.note(tx as *const Transaction<'_> as usize, ids);
+    }
     notify::notify_memories(store, tx, ids).await
 }
 
@@ -607,6 +611,13 @@ impl MemoryStore for PgStore {
     ) -> Result<Vec<TextMatch>> {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
+        }
+        if let Some(hits) = self.text_index().and_then(|index| index.search(terms, filter, limit)) {
+            return self
+                .read((hits, filter.clone()), |_, client, (hits, filter)| {
+                    Box::pin(async move { search::read_hits(client, hits, filter).await })
+                })
+                .await;
         }
         let frequencies = search::frequencies_of(self);
         self.read((terms.to_vec(), filter.clone()), move |_, client, (terms, filter)| {

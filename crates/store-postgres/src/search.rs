@@ -22,7 +22,7 @@ use deadpool_postgres::GenericClient;
 
 use crate::PgStore;
 use crate::memories::corpus;
-use crate::rows::{MEMORY_COLUMNS, filter_params, memory_from_row, query};
+use crate::rows::{FILTER_SQL, MEMORY_COLUMNS, filter_params, memory_from_row, query};
 use cairn_store::fulltext::tokenize;
 
 /// The most rows one query scores: the newest matches when the words are all common.
@@ -54,6 +54,37 @@ async fn documents(
             .get(0);
     frequencies.remember(term, documents as u64, corpus);
     Ok(documents as u64)
+}
+
+/// The memories of the index's hits (`(id, score)`, best first) that the filter still
+/// admits (a change committed after the index answered may have taken one out), in order.
+pub(crate) async fn read_hits(
+    client: &(impl GenericClient + ?Sized),
+    hits: &[(String, f64)],
+    filter: &MemoryFilter,
+) -> Result<Vec<TextMatch>> {
+    if hits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<&str> = hits.iter().map(|(id, _)| id.as_str()).collect();
+    let (scope, status, repo) = filter_params(filter);
+    let rows = query(
+        client,
+        &format!("SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ANY($5) AND {FILTER_SQL}"),
+        &[&scope, &status, &repo, &false, &ids],
+    )
+    .await?;
+    let mut found = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let memory = memory_from_row(row)?;
+        found.insert(memory.id.clone(), memory);
+    }
+    Ok(hits
+        .iter()
+        .filter_map(|(id, score)| {
+            found.remove(id).map(|memory| TextMatch { memory, relevance: *score })
+        })
+        .collect())
 }
 
 /// FTS5's idf of a phrase in `documents` of `corpus` rows.

@@ -569,3 +569,81 @@ async fn a_database_error_says_what_postgres_said() {
     let version = cairn_store::MemoryStore::schema_version(&store).await.unwrap();
     assert!(version.current() && version.applied == version.known, "{version:?}");
 }
+
+/// Each daemon's full-text index takes its own writes before they return and the other
+/// daemons' as they hear of them, ranks as the SQL does (one word: the plan is exact), and
+/// keeps nothing of an erased memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_daemons_text_index_follows_every_daemons_writes() {
+    let cluster = TestCluster::start();
+    let url = cluster.create_database();
+    let (a, b) = tokio::join!(open(&url, "public"), open(&url, "public"));
+    for store in [&a, &b] {
+        assert!(store.text_index().is_some_and(|index| index.is_ready()));
+    }
+    let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+    let ids = |hits: Vec<cairn_store::TextMatch>| {
+        hits.into_iter().map(|hit| hit.memory.id).collect::<BTreeSet<_>>()
+    };
+    let any = cairn_store::MemoryFilter::default();
+    let memories: Vec<_> = (0..40)
+        .map(|n| {
+            let text = format!("zebra crossing number {n} {}", "near the school ".repeat(n % 4));
+            cairn_store::conformance::sample_memory(&text, Scope::Repo, n as i64)
+        })
+        .collect();
+    a.insert_memories(&memories, "tester").await.unwrap();
+    assert_eq!(ids(a.search_memories(&words("zebra"), &any, 100).await.unwrap()).len(), 40);
+    wait_for("b hears of a's memories", Duration::from_secs(5), async || {
+        ids(b.search_memories(&words("zebra"), &any, 100).await.unwrap()).len() == 40
+    })
+    .await;
+    // The index's scores are the SQL's BM25.
+    let client = a.client().await.unwrap();
+    let frequencies = crate::search::frequencies_of(&a);
+    for query in ["zebra", "school", "crossing"] {
+        let sql =
+            crate::search::search(&client, &frequencies, &words(query), &any, 10).await.unwrap();
+        let index = a.search_memories(&words(query), &any, 10).await.unwrap();
+        let scores = |hits: &[cairn_store::TextMatch]| {
+            hits.iter().map(|hit| hit.relevance).collect::<Vec<_>>()
+        };
+        for (ours, theirs) in scores(&index).iter().zip(scores(&sql)) {
+            assert!(
+                (ours - theirs).abs() < 1e-9,
+                "{query}: {:?} against {:?}",
+                scores(&index),
+                scores(&sql)
+            );
+        }
+        assert_eq!(index.len(), sql.len());
+    }
+    let audit = cairn_store::Audit { actor: "tester", action: "update" };
+    let archive = cairn_store::MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(9))),
+        ..Default::default()
+    };
+    a.update_memory(&memories[0].id, &archive, Timestamp::from_millis(9), &audit).await.unwrap();
+    b.erase_memories(std::slice::from_ref(&memories[1].id), Timestamp::from_millis(9), &audit)
+        .await
+        .unwrap();
+    let gone = |found: &BTreeSet<String>| {
+        !found.contains(&memories[0].id) && !found.contains(&memories[1].id) && found.len() == 38
+    };
+    assert!(
+        !ids(a.search_memories(&words("zebra"), &any, 100).await.unwrap())
+            .contains(&memories[0].id)
+    );
+    assert!(
+        !ids(b.search_memories(&words("zebra"), &any, 100).await.unwrap())
+            .contains(&memories[1].id)
+    );
+    for store in [&a, &b] {
+        wait_for(
+            "both daemons see the archive and the erasure",
+            Duration::from_secs(5),
+            async || gone(&ids(store.search_memories(&words("zebra"), &any, 100).await.unwrap())),
+        )
+        .await;
+    }
+}

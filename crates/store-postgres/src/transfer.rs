@@ -223,7 +223,7 @@ impl Transfer for PgStore {
     }
 
     async fn finish_import(&self) -> Result<()> {
-        self.tx_with_retry((), |_, tx, ()| {
+        self.tx_with_retry((), |store, tx, ()| {
             Box::pin(async move {
                 for (table, column) in [
                     ("memories", "pk"),
@@ -279,10 +279,15 @@ impl Transfer for PgStore {
                     &[&counts.live, &counts.tokens],
                 )
                 .await?;
+                // Every memory changed: the other daemons rebuild their indexes.
+                crate::notify::notify_memories(store, tx, &[]).await?;
                 Ok(())
             })
         })
         .await?;
+        if let Some(index) = self.text_index() {
+            index.rebuild(&self.client().await?).await?;
+        }
         // The store's own tables only: a bare ANALYZE walks every table of the database and
         // warns for each it does not own (the system catalogs, for one not a superuser).
         self.call((), |_, client, ()| {

@@ -236,10 +236,10 @@ impl Change {
     fn apply(self, index: &mut TextIndex) -> Result<()> {
         let before = self.before.as_ref().map(|(content, tags)| (content.as_str(), tags.as_str()));
         match (&self.now, before) {
-            (None, Some((content, tags))) if self.erased => index.erase(self.key, content, tags),
-            (None, before) => index.remove(self.key, before),
+            (None, Some((content, tags))) if self.erased => index.erase(&self.key, content, tags),
+            (None, before) => index.remove(&self.key, before),
             (Some(now), Some(before)) if before != (now.content.as_str(), now.tags.as_str()) => {
-                index.remove(self.key, Some(before));
+                index.remove(&self.key, Some(before));
                 index.put(self.key, &now.content, &now.tags, &now.labels()?);
             }
             (Some(now), _) => index.put(self.key, &now.content, &now.tags, &now.labels()?),
@@ -307,8 +307,8 @@ fn build(connection: &Connection, index: &SearchIndex) -> Result<()> {
         match row {
             Some(row) => built.put(key, &row.content, &row.tags, &row.labels()?),
             None => match erased {
-                Some((content, tags)) => built.erase(key, &content, &tags),
-                None => built.remove(key, None),
+                Some((content, tags)) => built.erase(&key, &content, &tags),
+                None => built.remove(&key, None),
             },
         }
     }

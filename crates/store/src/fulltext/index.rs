@@ -54,8 +54,8 @@ pub struct LabelFilter {
 }
 
 #[derive(Debug)]
-struct Doc {
-    key: i64,
+struct Doc<K> {
+    key: K,
     /// Tokens in content and tags: FTS5's document length.
     length: u32,
     /// Distinct terms: the postings the document holds.
@@ -93,24 +93,40 @@ impl Default for Postings {
     }
 }
 
-/// The in-memory index: documents by a backend's key (a row id), with their labels.
-#[derive(Debug, Default)]
-pub struct TextIndex {
+/// The in-memory index: documents by a backend's key (a row id, a memory's id), with their
+/// labels.
+#[derive(Debug)]
+pub struct TextIndex<K = i64> {
     terms: HashMap<Box<str>, Postings>,
-    docs: Vec<Doc>,
+    docs: Vec<Doc<K>>,
     /// Per slot: the document's length plus one, 0 when it is dead. The one value the walk
     /// reads for every document it visits, two bytes each (a megabyte's array stays in the
     /// cache, where the documents themselves are a miss each).
     lengths: Vec<u16>,
-    slots: HashMap<i64, u32>,
+    slots: HashMap<K, u32>,
     repos: HashMap<Box<str>, u32>,
     live_tokens: u64,
     postings: usize,
     dead_postings: usize,
 }
 
-impl TextIndex {
-    pub fn new() -> TextIndex {
+impl<K> Default for TextIndex<K> {
+    fn default() -> TextIndex<K> {
+        TextIndex {
+            terms: HashMap::new(),
+            docs: Vec::new(),
+            lengths: Vec::new(),
+            slots: HashMap::new(),
+            repos: HashMap::new(),
+            live_tokens: 0,
+            postings: 0,
+            dead_postings: 0,
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> TextIndex<K> {
+    pub fn new() -> TextIndex<K> {
         TextIndex::default()
     }
 
@@ -125,7 +141,7 @@ impl TextIndex {
 
     /// Indexes (or re-indexes) the document `key`: its content, its tags as stored (the
     /// list's JSON text), and its labels.
-    pub fn put(&mut self, key: i64, content: &str, tags_text: &str, labels: &DocLabels) {
+    pub fn put(&mut self, key: K, content: &str, tags_text: &str, labels: &DocLabels) {
         let fingerprint = fingerprint(content, tags_text);
         let repo = self.repo_number(labels.repo.as_deref());
         if let Some(&slot) = self.slots.get(&key) {
@@ -134,7 +150,7 @@ impl TextIndex {
                 (doc.scope, doc.status, doc.repo) = (labels.scope, labels.status, repo);
                 return;
             }
-            self.remove(key, None);
+            self.remove(&key, None);
         }
         let document = Document::of_text(content, tags_text);
         let Ok(slot) = u32::try_from(self.docs.len()) else {
@@ -159,7 +175,7 @@ impl TextIndex {
         self.live_tokens += u64::from(length);
         self.lengths.push(length.min(u32::from(u16::MAX) - 1) as u16 + 1);
         self.docs.push(Doc {
-            key,
+            key: key.clone(),
             length,
             terms: document.terms.len() as u32,
             repo,
@@ -173,8 +189,8 @@ impl TextIndex {
 
     /// Takes the document `key` out of searches. With the text it was indexed with, the
     /// terms' document frequencies drop at once; without it, at the next compaction.
-    pub fn remove(&mut self, key: i64, indexed: Option<(&str, &str)>) {
-        let Some(slot) = self.slots.remove(&key) else { return };
+    pub fn remove(&mut self, key: &K, indexed: Option<(&str, &str)>) {
+        let Some(slot) = self.slots.remove(key) else { return };
         let doc = &mut self.docs[slot as usize];
         doc.live = false;
         self.lengths[slot as usize] = 0;
@@ -196,8 +212,8 @@ impl TextIndex {
 
     /// Removes the document `key`, which had this text, and every trace of its words: its
     /// postings, and the terms no other document holds.
-    pub fn erase(&mut self, key: i64, content: &str, tags_text: &str) {
-        let Some(&slot) = self.slots.get(&key) else { return };
+    pub fn erase(&mut self, key: &K, content: &str, tags_text: &str) {
+        let Some(&slot) = self.slots.get(key) else { return };
         self.remove(key, Some((content, tags_text)));
         for (term, _, _) in Document::of_text(content, tags_text).terms {
             let Some(postings) = self.terms.get_mut(term.as_str()) else { continue };
@@ -211,6 +227,28 @@ impl TextIndex {
                 self.terms.remove(term.as_str());
             }
         }
+        if let Some(doc) = self.docs.get_mut(slot as usize) {
+            doc.terms = 0;
+        }
+    }
+
+    /// [`TextIndex::erase`] when the text is no longer known: every list is searched for
+    /// the document (tens of milliseconds at a million documents; erasures are rare).
+    pub fn forget(&mut self, key: &K) {
+        let Some(slot) = self.slots.get(key).copied() else { return };
+        self.remove(key, None);
+        let mut emptied = 0;
+        self.terms.retain(|_, postings| {
+            if let Ok(at) = postings.slots.binary_search(&slot) {
+                postings.slots.remove(at);
+                postings.freqs.remove(at);
+                postings.live = postings.live.saturating_sub(1);
+                emptied += 1;
+            }
+            !postings.slots.is_empty()
+        });
+        self.postings -= emptied;
+        self.dead_postings = self.dead_postings.saturating_sub(emptied);
         if let Some(doc) = self.docs.get_mut(slot as usize) {
             doc.terms = 0;
         }
@@ -279,7 +317,7 @@ impl TextIndex {
     /// The best `k` live documents the filter admits for the query's words, by BM25,
     /// best first: `(key, score)`. Each word counts as FTS5 counts a phrase: a word that
     /// the tokenizer splits counts each of its tokens; the same term twice counts twice.
-    pub fn search(&self, words: &[String], filter: &LabelFilter, k: usize) -> Vec<(i64, f64)> {
+    pub fn search(&self, words: &[String], filter: &LabelFilter, k: usize) -> Vec<(K, f64)> {
         if k == 0 || self.slots.is_empty() {
             return Vec::new();
         }
@@ -290,7 +328,7 @@ impl TextIndex {
                 None => return Vec::new(),
             },
         };
-        let admits = |doc: &Doc| {
+        let admits = |doc: &Doc<K>| {
             doc.live
                 && filter.scope.is_none_or(|scope| scope == doc.scope)
                 && filter.status.is_none_or(|status| status == doc.status)
@@ -421,7 +459,7 @@ impl TextIndex {
         }
         let mut hits: Vec<Hit> = best.into_iter().map(|Reverse(hit)| hit).collect();
         hits.sort_by(|a, b| b.cmp(a));
-        hits.into_iter().map(|hit| (self.docs[hit.slot as usize].key, hit.score)).collect()
+        hits.into_iter().map(|hit| (self.docs[hit.slot as usize].key.clone(), hit.score)).collect()
     }
 }
 
@@ -564,7 +602,7 @@ mod tests {
             let repo = ["a", "b", "c"][rng.below(3)];
             index.put(key, &text.join(" "), "[]", &labels(Some(repo)));
             if key % 7 == 0 {
-                index.remove(key / 2, None);
+                index.remove(&(key / 2), None);
             }
         }
         for round in 0..200 {
@@ -617,7 +655,7 @@ mod tests {
         index.put(2, "use npm", "[]", &DocLabels { status: Status::Stale, ..labels(None) });
         let stale = LabelFilter { status: Some(Status::Stale), ..LabelFilter::default() };
         assert_eq!(index.search(&words("npm"), &stale, 5)[0].0, 2, "relabelled in place");
-        index.remove(2, Some(("use npm", "[]")));
+        index.remove(&2, Some(("use npm", "[]")));
         assert!(index.search(&words("npm"), &LabelFilter::default(), 5).is_empty());
         assert_eq!(index.len(), 1);
     }
@@ -627,12 +665,15 @@ mod tests {
         let mut index = TextIndex::new();
         index.put(1, "the secret is hunter2", "[]", &labels(None));
         index.put(2, "the build is slow", "[]", &labels(None));
-        index.erase(1, "the secret is hunter2", "[]");
+        index.erase(&1, "the secret is hunter2", "[]");
         assert!(!index.terms.contains_key("hunter2") && !index.terms.contains_key("secret"));
+        index.put(3, "another secret: swordfish", "[]", &labels(None));
+        index.forget(&3);
+        assert!(!index.terms.contains_key("swordfish") && !index.terms.contains_key("secret"));
         assert!(index.terms.contains_key("build"));
         for key in 10..10_000 {
             index.put(key, "a slow build", "[]", &labels(None));
-            index.remove(key, None);
+            index.remove(&key, None);
         }
         assert!(index.docs.len() < 5_000, "compacted: {}", index.docs.len());
         assert_eq!(index.search(&words("slow"), &LabelFilter::default(), 5)[0].0, 2);

@@ -1,0 +1,324 @@
+//! The in-memory full-text index ([`cairn_store::fulltext::TextIndex`]) of this daemon, over
+//! the live memories of the shared database, keyed by memory id.
+//!
+//! The database stays the source of truth, and every daemon holds its own index, kept in
+//! step as the vector index is: this store's own writes are taken after their commit,
+//! before the write returns (every memory write sends the ids it changed with NOTIFY, and
+//! the same ids are noted for the index); the other daemons' writes come as
+//! [`ExternalChange::Memories`] from the listener. A change is re-read from the table, so
+//! what the index holds is what was committed. When the listener is down notifications are
+//! lost, so searches use SQL until it is back and the index has been built again. A store
+//! that does not listen never uses the index.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard, Weak};
+
+use cairn_store::fulltext::{DocLabels, LabelFilter, TextIndex};
+use cairn_store::{ExternalChange, MemoryFilter, Result, StoreError};
+use deadpool_postgres::GenericClient;
+use tokio::sync::mpsc;
+
+use crate::rows::query;
+
+/// Rows read per statement while building.
+const BUILD_PAGE: i64 = 10_000;
+/// Below this many live memories the index is built before the store opens.
+const BUILT_AT_OPEN_BELOW: u64 = 10_000;
+
+#[derive(Debug)]
+enum State {
+    /// Being built; the memories changed meanwhile.
+    Building {
+        changed: Vec<String>,
+    },
+    Ready(TextIndex<String>),
+    /// Changes may have been missed (the listener was down, or a re-read failed): SQL
+    /// answers until the index is built again.
+    Stale,
+}
+
+#[derive(Debug)]
+pub(crate) struct SearchIndex {
+    state: RwLock<State>,
+    /// Ids noted by transactions not yet committed, by transaction (its address).
+    noted: Mutex<HashMap<usize, Vec<String>>>,
+    /// Wakes the task that re-reads changes and rebuilds.
+    work: mpsc::UnboundedSender<Work>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Work {
+    Changed(Vec<String>),
+    Rebuild,
+}
+
+impl SearchIndex {
+    /// A new index, built by the task `run` returns work for.
+    pub(crate) fn new() -> (Arc<SearchIndex>, mpsc::UnboundedReceiver<Work>) {
+        let (work, receiver) = mpsc::unbounded_channel();
+        let index = SearchIndex {
+            state: RwLock::new(State::Building { changed: Vec::new() }),
+            noted: Mutex::default(),
+            work,
+        };
+        (Arc::new(index), receiver)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What the listener heard (called on its task: it must not block).
+    pub(crate) fn heard(&self, change: &ExternalChange) {
+        match change {
+            ExternalChange::Memories { ids } if ids.is_empty() => {
+                let _ = self.work.send(Work::Rebuild);
+            }
+            ExternalChange::Memories { ids } => {
+                let _ = self.work.send(Work::Changed(ids.clone()));
+            }
+            ExternalChange::Poll => {
+                // The listener is down: whatever the others write now is not heard.
+                let mut state = self.write();
+                if !matches!(*state, State::Stale) {
+                    *state = State::Stale;
+                }
+            }
+            ExternalChange::Resync => {
+                let _ = self.work.send(Work::Rebuild);
+            }
+            _ => {}
+        }
+    }
+
+    /// Notes that the transaction at `tx` changed `ids`.
+    pub(crate) fn note(&self, tx: usize, ids: &[String]) {
+        let mut noted = self.noted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        noted.entry(tx).or_default().extend(ids.iter().cloned());
+    }
+
+    /// The ids the transaction at `tx` noted (it committed or not: the caller knows).
+    pub(crate) fn take_noted(&self, tx: usize) -> Vec<String> {
+        let mut noted = self.noted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        noted.remove(&tx).unwrap_or_default()
+    }
+
+    /// After this store's commit: the memories `ids` as they now are.
+    pub(crate) async fn absorb(&self, client: &(impl GenericClient + ?Sized), ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(error) = self.take(client, ids).await {
+            tracing::warn!(%error, "the full-text index missed a change; rebuilding it");
+            *self.write() = State::Stale;
+            let _ = self.work.send(Work::Rebuild);
+        }
+    }
+
+    async fn take(&self, client: &(impl GenericClient + ?Sized), ids: Vec<String>) -> Result<()> {
+        if let State::Building { changed } = &mut *self.write() {
+            changed.extend(ids);
+            return Ok(());
+        }
+        let rows = read_rows(client, &ids).await?;
+        let mut state = self.write();
+        match &mut *state {
+            State::Building { changed } => changed.extend(ids),
+            State::Ready(index) => apply(index, &ids, &rows)?,
+            State::Stale => {}
+        }
+        Ok(())
+    }
+
+    /// Builds the index again from the table, before returning (after an import).
+    pub(crate) async fn rebuild(&self, client: &(impl GenericClient + ?Sized)) -> Result<()> {
+        build(self, client).await
+    }
+
+    /// The best `limit` live memories for `words` as `(id, score)`; `None` while the index
+    /// is not ready.
+    pub(crate) fn search(
+        &self,
+        words: &[String],
+        filter: &MemoryFilter,
+        limit: u32,
+    ) -> Option<Vec<(String, f64)>> {
+        let state = self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let State::Ready(index) = &*state else { return None };
+        let labels =
+            LabelFilter { scope: filter.scope, status: filter.status, repo: filter.repo.clone() };
+        Some(index.search(words, &labels, limit as usize))
+    }
+
+    /// Whether searches use the index.
+    #[cfg(test)]
+    pub(crate) fn is_ready(&self) -> bool {
+        matches!(
+            *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner),
+            State::Ready(_)
+        )
+    }
+}
+
+/// A memory row's indexed text and labels.
+struct Row {
+    content: String,
+    tags: String,
+    labels: DocLabels,
+    live: bool,
+}
+
+/// The rows of `ids` (archived ones too; an erased one is absent).
+async fn read_rows(
+    client: &(impl GenericClient + ?Sized),
+    ids: &[String],
+) -> Result<HashMap<String, Row>> {
+    let rows = query(
+        client,
+        "SELECT id, content, tags::text, scope, status, repo, archived_at IS NULL \
+         FROM memories WHERE id = ANY($1)",
+        &[&ids],
+    )
+    .await?;
+    rows.iter().map(row).collect()
+}
+
+fn row(row: &tokio_postgres::Row) -> Result<(String, Row)> {
+    let get = |error| StoreError::backend(error);
+    let scope: String = row.try_get(3).map_err(get)?;
+    let status: String = row.try_get(4).map_err(get)?;
+    Ok((
+        row.try_get(0).map_err(get)?,
+        Row {
+            content: row.try_get(1).map_err(get)?,
+            tags: row.try_get(2).map_err(get)?,
+            labels: DocLabels {
+                scope: scope.parse().map_err(StoreError::Corrupt)?,
+                status: status.parse().map_err(StoreError::Corrupt)?,
+                repo: row.try_get(5).map_err(get)?,
+            },
+            live: row.try_get(6).map_err(get)?,
+        },
+    ))
+}
+
+fn apply(index: &mut TextIndex<String>, ids: &[String], rows: &HashMap<String, Row>) -> Result<()> {
+    for id in ids {
+        match rows.get(id) {
+            Some(row) if row.live => index.put(id.clone(), &row.content, &row.tags, &row.labels),
+            Some(_) => index.remove(id, None),
+            // Erased: no trace of its words may stay.
+            None => index.forget(id),
+        }
+    }
+    Ok(())
+}
+
+/// Builds the index from the table, then takes the changes noted meanwhile.
+async fn build(index: &SearchIndex, client: &(impl GenericClient + ?Sized)) -> Result<()> {
+    *index.write() = State::Building { changed: Vec::new() };
+    let mut built = TextIndex::new();
+    let mut after = i64::MIN;
+    loop {
+        let rows = query(
+            client,
+            "SELECT id, content, tags::text, scope, status, repo, true, pk FROM memories \
+             WHERE archived_at IS NULL AND pk > $1 ORDER BY pk LIMIT $2",
+            &[&after, &BUILD_PAGE],
+        )
+        .await?;
+        let Some(last) = rows.last() else { break };
+        after = last.try_get(7).map_err(StoreError::backend)?;
+        for found in &rows {
+            let (id, memory) = row(found)?;
+            built.put(id, &memory.content, &memory.tags, &memory.labels);
+        }
+    }
+    // The changes made during the build, re-read until none are left.
+    loop {
+        let changed = match &mut *index.write() {
+            State::Building { changed } => std::mem::take(changed),
+            _ => return Ok(()),
+        };
+        if changed.is_empty() {
+            break;
+        }
+        let rows = read_rows(client, &changed).await?;
+        apply(&mut built, &changed, &rows)?;
+    }
+    built.shrink_to_fit();
+    let mut state = index.write();
+    match &mut *state {
+        State::Building { changed } if changed.is_empty() => {
+            built.compact();
+            *state = State::Ready(built);
+        }
+        // Something changed after the last re-read: one more round.
+        State::Building { .. } => {
+            drop(state);
+            let _ = index.work.send(Work::Rebuild);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Builds the index (now when the store is small, else in the background), then keeps it:
+/// re-reads what the others changed, rebuilds after a resync. Ends with the store.
+pub(crate) async fn start(
+    store: &crate::PgStore,
+    index: Arc<SearchIndex>,
+    mut work: mpsc::UnboundedReceiver<Work>,
+    live: u64,
+) -> Result<()> {
+    if live < BUILT_AT_OPEN_BELOW {
+        let client = store.client().await?;
+        build(&index, &client).await?;
+    } else {
+        let _ = index.work.send(Work::Rebuild);
+    }
+    let shared: Weak<crate::Shared> = Arc::downgrade(&store.shared);
+    let index = Arc::downgrade(&index);
+    tokio::spawn(async move {
+        while let Some(first) = work.recv().await {
+            let (Some(index), Some(shared)) = (index.upgrade(), shared.upgrade()) else { return };
+            let store = crate::PgStore { shared };
+            // Take everything waiting: one rebuild serves many notices.
+            let mut jobs = vec![first];
+            while let Ok(more) = work.try_recv() {
+                jobs.push(more);
+            }
+            let rebuild = jobs.iter().any(|job| matches!(job, Work::Rebuild));
+            let result = async {
+                let client = store.client().await?;
+                if rebuild {
+                    let started = std::time::Instant::now();
+                    build(&index, &client).await?;
+                    tracing::info!(
+                        seconds = started.elapsed().as_secs_f64(),
+                        "the full-text index is built"
+                    );
+                } else {
+                    let ids: Vec<String> = jobs
+                        .into_iter()
+                        .flat_map(|job| match job {
+                            Work::Changed(ids) => ids,
+                            Work::Rebuild => Vec::new(),
+                        })
+                        .collect();
+                    index.take(&client, ids).await?;
+                }
+                Ok::<(), StoreError>(())
+            }
+            .await;
+            if let Err(error) = result {
+                tracing::warn!(%error, "the full-text index could not be brought up to date; retrying");
+                *index.write() = State::Stale;
+                drop(store);
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let _ = index.work.send(Work::Rebuild);
+            }
+        }
+    });
+    Ok(())
+}
