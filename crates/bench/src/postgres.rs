@@ -288,9 +288,9 @@ async fn memory_figures(
     let schema = "cairn_bench_memories";
     let n = count(plan.memories as f64);
     drop_schema(psql, url, schema)?;
+    // Listening, as a daemon's store does: its full-text index is kept only then.
     let options = PgOptions {
         schema: schema.to_owned(),
-        listen: false,
         application_name: "cairn-bench".to_owned(),
         ..PgOptions::new(url)
     };
