@@ -74,7 +74,7 @@ pub trait VectorIndex: Send + Sync {
     fn labels(&self, id: &str) -> Option<VectorLabels>;
     fn remove(&mut self, id: &str);
     /// The `k` most similar ids among those `filter` admits, most similar first, with their
-    /// similarity.
+    /// similarity (found approximately by a large [`FlatIndex`]: see its two passes).
     fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)>;
     /// The similarity of one memory's vector to `query`; `None` when the index lacks it.
     fn similarity(&self, query: &[f32], id: &str) -> Option<f32>;
@@ -90,6 +90,9 @@ pub trait VectorIndex: Send + Sync {
 /// query is quantised the same way and each admitted row scored by an integer dot product;
 /// the similarities are within about 0.002 of the exact ones (see
 /// `int8_similarities_stay_close_to_exact_ones`), so callers rank a wider shortlist exactly.
+/// From 200,000 rows a search compares the rows' signs first and computes the products of
+/// the nearest only ([`FlatIndex::scan_signs_first`]): approximate, measured in
+/// docs/retrieval.md.
 #[derive(Debug)]
 pub struct FlatIndex {
     dimensions: usize,
