@@ -83,7 +83,11 @@ describe("ServiceChatWidget", () => {
     fireEvent.click(four);
     await within(log).findByText("Thank you! Anything we could do better? Just type it.", {}, WAIT);
     expect(within(log).getByRole("button", { name: "4 of 5" }).getAttribute("aria-pressed")).toBe("true");
-    send("More coffee");
+    // The reply can show (from the stream) before the answer's request returns; until then
+    // the widget is busy and its Send button disabled, as a visitor would find it.
+    fireEvent.change(screen.getByLabelText("Message"), { target: { value: "More coffee" } });
+    await waitFor(() => expect(screen.getByRole("button", { name: "Send" })).toHaveProperty("disabled", false), WAIT);
+    fireEvent.click(screen.getByRole("button", { name: "Send" }));
     await within(log).findByText("Thanks for the feedback, it helps.", {}, WAIT);
   });
 
