@@ -231,6 +231,8 @@ async fn probes_answer_without_credentials_and_health_names_the_build() {
         daemon.request_with(Method::GET, "/api/health", Body::None, &[("x-api-key", &key)]).await;
     assert_eq!(health.status, 200);
     assert!(health.body["schemaVersion"].as_u64().unwrap() >= 14, "{health:?}");
+    // A store this small builds its full-text index before the daemon listens.
+    assert_eq!(health.body["fulltextIndex"], "ready", "{health:?}");
     let build = health.body["build"].as_str().unwrap();
     assert!(build.starts_with(env!("CARGO_PKG_VERSION")), "{build}");
     assert_eq!(health.body["version"], env!("CARGO_PKG_VERSION"));

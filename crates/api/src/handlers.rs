@@ -700,6 +700,7 @@ fn health_answer(inner: &Inner, memory_count: u64) -> Response<ResponseBody> {
         version: env!("CARGO_PKG_VERSION"),
         retrieval: inner.engine.retrieval().as_str(),
         embeddings_pending: inner.engine.embeddings_pending(),
+        fulltext_index: inner.engine.fulltext_index(),
         schema_version: inner.schema_applied.load(std::sync::atomic::Ordering::Relaxed),
         build: &inner.config.build,
     };
@@ -718,6 +719,7 @@ pub(crate) struct HealthAnswer<'a> {
     version: &'a str,
     retrieval: &'a str,
     embeddings_pending: u64,
+    fulltext_index: &'a str,
     schema_version: u32,
     build: &'a str,
 }
@@ -732,6 +734,7 @@ impl HealthAnswer<'_> {
         if !(plain(self.status)
             && plain(self.version)
             && plain(self.retrieval)
+            && plain(self.fulltext_index)
             && plain(self.build))
         {
             return serde_json::to_vec(self).expect("the health answer serializes").into();
@@ -740,7 +743,7 @@ impl HealthAnswer<'_> {
         let uptime_len = write_seconds(self.uptime, &mut uptime);
         let (mut count, mut pending) = (itoa::Buffer::new(), itoa::Buffer::new());
         let mut schema = itoa::Buffer::new();
-        let parts: [&[u8]; 17] = [
+        let parts: [&[u8]; 19] = [
             br#"{"status":""#,
             self.status.as_bytes(),
             br#"","memoryCount":"#,
@@ -753,7 +756,9 @@ impl HealthAnswer<'_> {
             self.retrieval.as_bytes(),
             br#"","embeddingsPending":"#,
             pending.format(self.embeddings_pending).as_bytes(),
-            br#","schemaVersion":"#,
+            br#","fulltextIndex":""#,
+            self.fulltext_index.as_bytes(),
+            br#"","schemaVersion":"#,
             schema.format(self.schema_version).as_bytes(),
             br#","build":""#,
             self.build.as_bytes(),
@@ -857,6 +862,7 @@ mod tests {
             version: "0.1.0",
             retrieval: "fulltext",
             embeddings_pending: 4,
+            fulltext_index: "building",
             schema_version: 14,
             build: "0.1.0+3f2a1bc",
         };
@@ -901,6 +907,7 @@ mod tests {
                     version,
                     retrieval,
                     embeddings_pending: pending,
+                    fulltext_index: "ready",
                 };
                 let written = answer.to_json();
                 assert_eq!(

@@ -345,6 +345,24 @@ impl Daemon {
 
     /// Kills the daemon at once (SIGKILL), for one busy with work that will not end in time,
     /// and starts it again on the same data directory.
+    /// Waits until `/api/health` says full-text search runs on the in-memory index (built
+    /// in the background at start on a large store); how long that took from now.
+    pub async fn fulltext_index_ready(&self, within: Duration) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let mut connection = Connection::open(self.address).await?;
+        loop {
+            let (_, body) = connection.get("/api/health").await?;
+            let health: serde_json::Value = serde_json::from_slice(&body)?;
+            if health["fulltextIndex"] == "ready" {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() > within {
+                bail!("the full-text index was not ready within {within:?}: {health}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn restart_killed(&mut self) -> anyhow::Result<()> {
         self.stopped = true;
         self.child.kill()?;

@@ -761,6 +761,12 @@ impl Engine {
     pub fn memory_count_now(&self) -> Option<u64> {
         self.store.count_memories_now()
     }
+
+    /// Where full-text search runs now: `ready` (the in-memory index), `building` (at
+    /// start), `fallback` (the database's own).
+    pub fn fulltext_index(&self) -> &'static str {
+        self.store.fulltext_index().as_str()
+    }
 }
 
 /// Scores go out with four decimals: enough to order by, no noise.

@@ -629,6 +629,10 @@ impl MemoryStore for PgStore {
         .await
     }
 
+    fn fulltext_index(&self) -> cairn_store::fulltext::IndexState {
+        self.text_index().map_or(cairn_store::fulltext::IndexState::Fallback, |index| index.state())
+    }
+
     async fn count_memories(&self) -> Result<u64> {
         self.read((), |_, client, ()| {
             Box::pin(async move { corpus(client).await.map(|(live, _)| live) })

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard, Weak};
 
-use cairn_store::fulltext::{DocLabels, LabelFilter, TextIndex};
+use cairn_store::fulltext::{DocLabels, IndexState, LabelFilter, TextIndex};
 use cairn_store::{ExternalChange, MemoryFilter, Result, StoreError};
 use deadpool_postgres::GenericClient;
 use tokio::sync::mpsc;
@@ -153,10 +153,15 @@ impl SearchIndex {
     /// Whether searches use the index.
     #[cfg(test)]
     pub(crate) fn is_ready(&self) -> bool {
-        matches!(
-            *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner),
-            State::Ready(_)
-        )
+        self.state() == IndexState::Ready
+    }
+
+    pub(crate) fn state(&self) -> IndexState {
+        match *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            State::Building { .. } => IndexState::Building,
+            State::Ready(_) => IndexState::Ready,
+            State::Stale => IndexState::Fallback,
+        }
     }
 }
 

@@ -225,6 +225,10 @@ impl MemoryStore for SqliteStore {
         Some(self.live_memories())
     }
 
+    fn fulltext_index(&self) -> cairn_store::fulltext::IndexState {
+        self.text_index.state()
+    }
+
     async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {
         if recalls.iter().all(|recall| recall.memory_ids.is_empty()) {
             return Ok(());

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
-use cairn_store::fulltext::{DocLabels, LabelFilter, TextIndex};
+use cairn_store::fulltext::{DocLabels, IndexState, LabelFilter, TextIndex};
 use cairn_store::{MemoryFilter, Result, StoreError};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
@@ -116,10 +116,15 @@ impl SearchIndex {
     /// Whether searches use the index (not FTS5).
     #[cfg(test)]
     pub(crate) fn is_ready(&self) -> bool {
-        matches!(
-            *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner),
-            State::Ready(_)
-        )
+        self.state() == IndexState::Ready
+    }
+
+    pub(crate) fn state(&self) -> IndexState {
+        match *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            State::Building { .. } => IndexState::Building,
+            State::Ready(_) => IndexState::Ready,
+            State::Failed => IndexState::Fallback,
+        }
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, State> {

@@ -238,6 +238,12 @@ pub trait MemoryStore: Send + Sync {
         None
     }
 
+    /// Whether full-text search runs on the in-memory index ([`fulltext::TextIndex`]) or on
+    /// the database's own (slower, never wrong).
+    fn fulltext_index(&self) -> fulltext::IndexState {
+        fulltext::IndexState::Fallback
+    }
+
     /// Marks memories as recalled at `at` for `task_key`: sets `lastRecalledAt`, increments
     /// `recallCount`, and remembers which memories served the task. One [`Recall`] given to
     /// [`MemoryStore::record_recalls`].

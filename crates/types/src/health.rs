@@ -19,6 +19,12 @@ pub struct Health {
     pub retrieval: String,
     /// Memories not embedded yet (found by full-text ranking until they are).
     pub embeddings_pending: u64,
+    /// Where full-text search runs: `ready` (the in-memory index), `building` (while it is
+    /// built at start; the database's own search answers, slower), `fallback` (the
+    /// database's own: the index may have missed changes, as while a PostgreSQL listener is
+    /// down, until it is built again).
+    #[schema(example = "ready")]
+    pub fulltext_index: String,
     /// The storage schema's version: the newest migration the database has.
     #[schema(example = 14)]
     pub schema_version: u32,

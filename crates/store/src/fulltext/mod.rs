@@ -19,6 +19,28 @@ pub use tokens::{Document, tokenize};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// Where a store's full-text searches run now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexState {
+    /// On the in-memory index.
+    Ready,
+    /// On the database's own full-text search, while the index is built at start.
+    Building,
+    /// On the database's own: the store keeps no index, or it may have missed changes (a
+    /// PostgreSQL listener that is down) until it is built again.
+    Fallback,
+}
+
+impl IndexState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexState::Ready => "ready",
+            IndexState::Building => "building",
+            IndexState::Fallback => "fallback",
+        }
+    }
+}
+
 /// How many matching rows the selective words may bring in together.
 pub const SELECTIVE_ROWS: u64 = 1_000;
 /// Fewer hits than this from the plan widen the search to any word.
