@@ -145,9 +145,7 @@ impl SearchIndex {
     ) -> Option<Vec<(String, f64)>> {
         let state = self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         let State::Ready(index) = &*state else { return None };
-        let labels =
-            LabelFilter { scope: filter.scope, status: filter.status, repo: filter.repo.clone() };
-        Some(index.search(words, &labels, limit as usize))
+        Some(index.search(words, &LabelFilter::from(filter), limit as usize))
     }
 
     /// Whether searches use the index.
@@ -208,13 +206,21 @@ fn row(row: &tokio_postgres::Row) -> Result<(String, Row)> {
 }
 
 fn apply(index: &mut TextIndex<String>, ids: &[String], rows: &HashMap<String, Row>) -> Result<()> {
+    let mut erased = false;
     for id in ids {
         match rows.get(id) {
             Some(row) if row.live => index.put(id.clone(), &row.content, &row.tags, &row.labels),
-            Some(_) => index.remove(id, None),
+            // Archived: the row keeps the text it was indexed with (unless that changed too).
+            Some(row) => index.remove(id, Some((&row.content, &row.tags))),
             // Erased: no trace of its words may stay.
-            None => index.forget(id),
+            None => {
+                index.forget(id);
+                erased = true;
+            }
         }
+    }
+    if erased {
+        index.drop_unheld_terms();
     }
     Ok(())
 }

@@ -184,8 +184,12 @@ impl SearchIndex {
                     .map(|change| (change.key, if change.erased { change.before } else { None })),
             ),
             State::Ready(index) => {
+                let erased = changes.iter().any(|change| change.erased);
                 for change in changes {
                     change.apply(index)?;
+                }
+                if erased {
+                    index.drop_unheld_terms();
                 }
             }
             State::Failed => {}
@@ -203,9 +207,7 @@ impl SearchIndex {
     ) -> Option<Vec<(i64, f64)>> {
         let state = self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         let State::Ready(index) = &*state else { return None };
-        let labels =
-            LabelFilter { scope: filter.scope, status: filter.status, repo: filter.repo.clone() };
-        Some(index.search(words, &labels, limit as usize))
+        Some(index.search(words, &LabelFilter::from(filter), limit as usize))
     }
 }
 

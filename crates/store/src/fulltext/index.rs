@@ -53,6 +53,13 @@ pub struct LabelFilter {
     pub repo: Option<String>,
 }
 
+/// A store's filter as the index applies it (the index holds live memories only).
+impl From<&crate::MemoryFilter> for LabelFilter {
+    fn from(filter: &crate::MemoryFilter) -> LabelFilter {
+        LabelFilter { scope: filter.scope, status: filter.status, repo: filter.repo.clone() }
+    }
+}
+
 #[derive(Debug)]
 struct Doc<K> {
     key: K,
@@ -252,6 +259,22 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         if let Some(doc) = self.docs.get_mut(slot as usize) {
             doc.terms = 0;
         }
+    }
+
+    /// Drops every term no live document holds (with its dead postings): after an erasure of
+    /// a memory the index had already let go (archived before it was erased), its words
+    /// leave with it. A pass over the dictionary; erasures are rare.
+    pub fn drop_unheld_terms(&mut self) {
+        let mut dropped = 0;
+        self.terms.retain(|_, postings| {
+            let held = postings.live > 0;
+            if !held {
+                dropped += postings.slots.len();
+            }
+            held
+        });
+        self.postings -= dropped;
+        self.dead_postings = self.dead_postings.saturating_sub(dropped);
     }
 
     /// Drops dead postings and documents, renumbering the live ones in their order, and
@@ -670,6 +693,13 @@ mod tests {
         index.put(3, "another secret: swordfish", "[]", &labels(None));
         index.forget(&3);
         assert!(!index.terms.contains_key("swordfish") && !index.terms.contains_key("secret"));
+        // Archived (out of searches, its postings dead), then erased: its words go too.
+        index.put(4, "the vault code is 8812", "[]", &labels(None));
+        index.remove(&4, Some(("the vault code is 8812", "[]")));
+        assert!(index.terms.contains_key("vault"), "dead postings wait for compaction");
+        index.drop_unheld_terms();
+        assert!(!index.terms.contains_key("vault") && !index.terms.contains_key("8812"));
+        assert!(index.terms.contains_key("build"));
         assert!(index.terms.contains_key("build"));
         for key in 10..10_000 {
             index.put(key, "a slow build", "[]", &labels(None));
