@@ -612,7 +612,9 @@ impl MemoryStore for PgStore {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        if let Some(hits) = self.text_index().and_then(|index| index.search(terms, filter, limit)) {
+        if let Some(hits) =
+            self.text_index().and_then(|index| index.cell.search(terms, filter, limit))
+        {
             return self
                 .read((hits, filter.clone()), |_, client, (hits, filter)| {
                     Box::pin(async move { search::read_hits(client, hits, filter).await })
@@ -630,7 +632,8 @@ impl MemoryStore for PgStore {
     }
 
     fn fulltext_index(&self) -> cairn_store::fulltext::IndexState {
-        self.text_index().map_or(cairn_store::fulltext::IndexState::Fallback, |index| index.state())
+        self.text_index()
+            .map_or(cairn_store::fulltext::IndexState::Fallback, |index| index.cell.state())
     }
 
     async fn count_memories(&self) -> Result<u64> {

@@ -579,7 +579,9 @@ async fn each_daemons_text_index_follows_every_daemons_writes() {
     let url = cluster.create_database();
     let (a, b) = tokio::join!(open(&url, "public"), open(&url, "public"));
     for store in [&a, &b] {
-        assert!(store.text_index().is_some_and(|index| index.is_ready()));
+        assert!(store.text_index().is_some_and(|index| {
+            index.cell.state() == cairn_store::fulltext::IndexState::Ready
+        }));
     }
     let words = |text: &str| text.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
     let ids = |hits: Vec<cairn_store::TextMatch>| {

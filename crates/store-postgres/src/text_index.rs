@@ -11,10 +11,10 @@
 //! that does not listen never uses the index.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
-use cairn_store::fulltext::{DocLabels, IndexState, LabelFilter, TextIndex};
-use cairn_store::{ExternalChange, MemoryFilter, Result, StoreError};
+use cairn_store::fulltext::{DocLabels, Held, IndexCell, TextIndex};
+use cairn_store::{ExternalChange, Result, StoreError};
 use deadpool_postgres::GenericClient;
 use tokio::sync::mpsc;
 
@@ -25,21 +25,12 @@ const BUILD_PAGE: i64 = 10_000;
 /// Below this many live memories the index is built before the store opens.
 const BUILT_AT_OPEN_BELOW: u64 = 10_000;
 
-#[derive(Debug)]
-enum State {
-    /// Being built; the memories changed meanwhile.
-    Building {
-        changed: Vec<String>,
-    },
-    Ready(TextIndex<String>),
-    /// Changes may have been missed (the listener was down, or a re-read failed): SQL
-    /// answers until the index is built again.
-    Stale,
-}
-
+/// The index and its state: while it is built, the ids of the memories changed meanwhile;
+/// `Fallback`: changes may have been missed (the listener was down, or a re-read failed), so
+/// SQL answers until the index is built again.
 #[derive(Debug)]
 pub(crate) struct SearchIndex {
-    state: RwLock<State>,
+    pub(crate) cell: IndexCell<String, String>,
     /// Ids noted by transactions not yet committed, by transaction (its address).
     noted: Mutex<HashMap<usize, Vec<String>>>,
     /// Wakes the task that re-reads changes and rebuilds.
@@ -53,19 +44,11 @@ pub(crate) enum Work {
 }
 
 impl SearchIndex {
-    /// A new index, built by the task `run` returns work for.
+    /// A new index, and the work its task (see [`start`]) takes.
     pub(crate) fn new() -> (Arc<SearchIndex>, mpsc::UnboundedReceiver<Work>) {
         let (work, receiver) = mpsc::unbounded_channel();
-        let index = SearchIndex {
-            state: RwLock::new(State::Building { changed: Vec::new() }),
-            noted: Mutex::default(),
-            work,
-        };
+        let index = SearchIndex { cell: IndexCell::building(), noted: Mutex::default(), work };
         (Arc::new(index), receiver)
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// What the listener heard (called on its task: it must not block).
@@ -79,10 +62,7 @@ impl SearchIndex {
             }
             ExternalChange::Poll => {
                 // The listener is down: whatever the others write now is not heard.
-                let mut state = self.write();
-                if !matches!(*state, State::Stale) {
-                    *state = State::Stale;
-                }
+                *self.cell.lock() = Held::Fallback;
             }
             ExternalChange::Resync => {
                 let _ = self.work.send(Work::Rebuild);
@@ -110,22 +90,21 @@ impl SearchIndex {
         }
         if let Err(error) = self.take(client, ids).await {
             tracing::warn!(%error, "the full-text index missed a change; rebuilding it");
-            *self.write() = State::Stale;
+            *self.cell.lock() = Held::Fallback;
             let _ = self.work.send(Work::Rebuild);
         }
     }
 
     async fn take(&self, client: &(impl GenericClient + ?Sized), ids: Vec<String>) -> Result<()> {
-        if let State::Building { changed } = &mut *self.write() {
+        if let Held::Building(changed) = &mut *self.cell.lock() {
             changed.extend(ids);
             return Ok(());
         }
         let rows = read_rows(client, &ids).await?;
-        let mut state = self.write();
-        match &mut *state {
-            State::Building { changed } => changed.extend(ids),
-            State::Ready(index) => apply(index, &ids, &rows)?,
-            State::Stale => {}
+        match &mut *self.cell.lock() {
+            Held::Building(changed) => changed.extend(ids),
+            Held::Ready(index) => apply(index, &ids, &rows)?,
+            Held::Fallback => {}
         }
         Ok(())
     }
@@ -133,33 +112,6 @@ impl SearchIndex {
     /// Builds the index again from the table, before returning (after an import).
     pub(crate) async fn rebuild(&self, client: &(impl GenericClient + ?Sized)) -> Result<()> {
         build(self, client).await
-    }
-
-    /// The best `limit` live memories for `words` as `(id, score)`; `None` while the index
-    /// is not ready.
-    pub(crate) fn search(
-        &self,
-        words: &[String],
-        filter: &MemoryFilter,
-        limit: u32,
-    ) -> Option<Vec<(String, f64)>> {
-        let state = self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let State::Ready(index) = &*state else { return None };
-        Some(index.search(words, &LabelFilter::from(filter), limit as usize))
-    }
-
-    /// Whether searches use the index.
-    #[cfg(test)]
-    pub(crate) fn is_ready(&self) -> bool {
-        self.state() == IndexState::Ready
-    }
-
-    pub(crate) fn state(&self) -> IndexState {
-        match *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner) {
-            State::Building { .. } => IndexState::Building,
-            State::Ready(_) => IndexState::Ready,
-            State::Stale => IndexState::Fallback,
-        }
     }
 }
 
@@ -227,7 +179,7 @@ fn apply(index: &mut TextIndex<String>, ids: &[String], rows: &HashMap<String, R
 
 /// Builds the index from the table, then takes the changes noted meanwhile.
 async fn build(index: &SearchIndex, client: &(impl GenericClient + ?Sized)) -> Result<()> {
-    *index.write() = State::Building { changed: Vec::new() };
+    *index.cell.lock() = Held::Building(Vec::new());
     let mut built = TextIndex::new();
     let mut after = i64::MIN;
     loop {
@@ -245,33 +197,29 @@ async fn build(index: &SearchIndex, client: &(impl GenericClient + ?Sized)) -> R
             built.put(id, &memory.content, &memory.tags, &memory.labels);
         }
     }
-    // The changes made during the build, re-read until none are left.
+    // The changes made during the build, re-read until none are left; the index is ready
+    // under the same lock that finds none, so no change falls between.
+    let mut recount = false;
     loop {
-        let changed = match &mut *index.write() {
-            State::Building { changed } => std::mem::take(changed),
-            _ => return Ok(()),
+        let changed = {
+            let mut held = index.cell.lock();
+            let Held::Building(changed) = &mut *held else { return Ok(()) };
+            if changed.is_empty() {
+                if recount {
+                    // A change re-indexed over the version the build read may have left a
+                    // term's count high.
+                    built.compact();
+                }
+                built.shrink_to_fit();
+                *held = Held::Ready(built);
+                return Ok(());
+            }
+            std::mem::take(changed)
         };
-        if changed.is_empty() {
-            break;
-        }
+        recount = true;
         let rows = read_rows(client, &changed).await?;
         apply(&mut built, &changed, &rows)?;
     }
-    built.shrink_to_fit();
-    let mut state = index.write();
-    match &mut *state {
-        State::Building { changed } if changed.is_empty() => {
-            built.compact();
-            *state = State::Ready(built);
-        }
-        // Something changed after the last re-read: one more round.
-        State::Building { .. } => {
-            drop(state);
-            let _ = index.work.send(Work::Rebuild);
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// Builds the index (now when the store is small, else in the background), then keeps it:
@@ -324,7 +272,7 @@ pub(crate) async fn start(
             .await;
             if let Err(error) = result {
                 tracing::warn!(%error, "the full-text index could not be brought up to date; retrying");
-                *index.write() = State::Stale;
+                *index.cell.lock() = Held::Fallback;
                 drop(store);
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let _ = index.work.send(Work::Rebuild);

@@ -199,7 +199,7 @@ impl MemoryStore for SqliteStore {
         let frequencies = self.word_frequencies.clone();
         let corpus = self.live_memories();
         let index = self.text_index.clone();
-        self.read(move |connection| match index.search(&terms, &filter, limit) {
+        self.read(move |connection| match index.cell.search(&terms, &filter, limit) {
             Some(hits) => search::read_hits(connection, &hits, &filter),
             None => search::search(connection, &frequencies, corpus, &terms, &filter, limit),
         })
@@ -226,7 +226,7 @@ impl MemoryStore for SqliteStore {
     }
 
     fn fulltext_index(&self) -> cairn_store::fulltext::IndexState {
-        self.text_index.state()
+        self.text_index.cell.state()
     }
 
     async fn record_recalls(&self, recalls: &[Recall]) -> Result<()> {

@@ -321,7 +321,7 @@ async fn the_text_index_is_built_beside_writes_and_ranks_as_fts5() {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    while !store.text_index.is_ready() {
+    while store.text_index.cell.state() != cairn_store::fulltext::IndexState::Ready {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(30),
             "the index was never built"

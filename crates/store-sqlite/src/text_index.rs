@@ -13,10 +13,10 @@
 //! during the build are noted and taken by the index when it is done.
 
 use std::path::Path;
-use std::sync::{Arc, RwLock, RwLockWriteGuard};
+use std::sync::Arc;
 
-use cairn_store::fulltext::{DocLabels, IndexState, LabelFilter, TextIndex};
-use cairn_store::{MemoryFilter, Result, StoreError};
+use cairn_store::fulltext::{DocLabels, Held, IndexCell, TextIndex};
+use cairn_store::{Result, StoreError};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::sql;
@@ -55,21 +55,12 @@ pub(crate) fn take_notes(connection: &Connection) -> Result<()> {
     connection.execute_batch(NOTES_SQL).map_err(sql)
 }
 
-#[derive(Debug)]
-enum State {
-    /// Being built; the memories changed meanwhile (with the text of those erased).
-    Building {
-        changed: Vec<(i64, Option<(String, String)>)>,
-    },
-    Ready(TextIndex),
-    /// A note could not be read: the index may be wrong, so searches use FTS5.
-    Failed,
-}
-
-/// The index and its state, shared by the store's clones.
+/// The index and its state, shared by the store's clones. While it is built, a change is
+/// noted by its rowid (with the text of an erased memory); `Fallback`: a note could not be
+/// read, so the index may be wrong and searches use FTS5.
 #[derive(Debug)]
 pub(crate) struct SearchIndex {
-    state: RwLock<State>,
+    pub(crate) cell: IndexCell<i64, (i64, Option<(String, String)>)>,
 }
 
 impl SearchIndex {
@@ -80,8 +71,7 @@ impl SearchIndex {
         live: u64,
         built_at_open_below: u64,
     ) -> Result<Arc<SearchIndex>> {
-        let index =
-            Arc::new(SearchIndex { state: RwLock::new(State::Building { changed: vec![] }) });
+        let index = Arc::new(SearchIndex { cell: IndexCell::building() });
         let connection = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -104,7 +94,7 @@ impl SearchIndex {
                         ),
                         Err(error) => {
                             tracing::error!(%error, "building the full-text index failed; searches use FTS5");
-                            *building.write() = State::Failed;
+                            *building.cell.lock() = Held::Fallback;
                         }
                     }
                 })
@@ -113,29 +103,11 @@ impl SearchIndex {
         Ok(index)
     }
 
-    /// Whether searches use the index (not FTS5).
-    #[cfg(test)]
-    pub(crate) fn is_ready(&self) -> bool {
-        self.state() == IndexState::Ready
-    }
-
-    pub(crate) fn state(&self) -> IndexState {
-        match *self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner) {
-            State::Building { .. } => IndexState::Building,
-            State::Ready(_) => IndexState::Ready,
-            State::Failed => IndexState::Fallback,
-        }
-    }
-
-    fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// After a commit on `connection` (a writer's): the memories it changed, as they are now.
     pub(crate) fn absorb(&self, connection: &Connection) {
         if let Err(error) = self.try_absorb(connection) {
             tracing::error!(%error, "the full-text index lost a change; searches use FTS5");
-            *self.write() = State::Failed;
+            *self.cell.lock() = Held::Fallback;
         }
     }
 
@@ -176,14 +148,13 @@ impl SearchIndex {
             .map_err(sql)?
             .execute([])
             .map_err(sql)?;
-        let mut state = self.write();
-        match &mut *state {
-            State::Building { changed } => changed.extend(
+        match &mut *self.cell.lock() {
+            Held::Building(changed) => changed.extend(
                 changes
                     .into_iter()
                     .map(|change| (change.key, if change.erased { change.before } else { None })),
             ),
-            State::Ready(index) => {
+            Held::Ready(index) => {
                 let erased = changes.iter().any(|change| change.erased);
                 for change in changes {
                     change.apply(index)?;
@@ -192,22 +163,9 @@ impl SearchIndex {
                     index.drop_unheld_terms();
                 }
             }
-            State::Failed => {}
+            Held::Fallback => {}
         }
         Ok(())
-    }
-
-    /// The best `limit` live memories for `words` as `(rowid, score)`; `None` while the
-    /// index is not ready (FTS5 answers then).
-    pub(crate) fn search(
-        &self,
-        words: &[String],
-        filter: &MemoryFilter,
-        limit: u32,
-    ) -> Option<Vec<(i64, f64)>> {
-        let state = self.state.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let State::Ready(index) = &*state else { return None };
-        Some(index.search(words, &LabelFilter::from(filter), limit as usize))
     }
 }
 
@@ -288,8 +246,8 @@ fn build(connection: &Connection, index: &SearchIndex) -> Result<()> {
         }
         after = last;
     }
-    let mut state = index.write();
-    let State::Building { changed } = &mut *state else { return Ok(()) };
+    let mut held = index.cell.lock();
+    let Held::Building(changed) = &mut *held else { return Ok(()) };
     let mut read = connection
         .prepare(
             "SELECT content, tags, scope, status, repo FROM memories \
@@ -319,12 +277,12 @@ fn build(connection: &Connection, index: &SearchIndex) -> Result<()> {
             },
         }
     }
-    built.shrink_to_fit();
     if recount {
         // A memory changed during the build may have left a term's count high (its removal
         // did not know which version the build had read).
         built.compact();
     }
-    *state = State::Ready(built);
+    built.shrink_to_fit();
+    *held = Held::Ready(built);
     Ok(())
 }

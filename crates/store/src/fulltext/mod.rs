@@ -9,10 +9,12 @@
 //! those rows. When the plan finds fewer than [`FEW_HITS`], the rows holding any word are
 //! added. Each backend runs the plan its own way (an FTS5 expression; a postings query).
 
+mod cell;
 mod index;
 mod porter;
 mod tokens;
 
+pub use cell::{Held, IndexCell};
 pub use index::{DocLabels, LabelFilter, TextIndex};
 pub use tokens::{Document, tokenize};
 
