@@ -216,7 +216,6 @@ impl FlatIndex {
         k: usize,
     ) -> Vec<(usize, f32)> {
         let words = self.sign_words();
-        let query_signs = signs(&query.bytes);
         let shortlist = (k * self.two_pass.per_hit).max(self.two_pass.least);
         let mut nearest = Best::new(shortlist, rows.len());
         let first = rows.start;
@@ -227,7 +226,7 @@ impl FlatIndex {
             for (offset, (row, labels)) in rows.enumerate() {
                 if admits(labels) {
                     let distance: u32 =
-                        row.iter().zip(&query_signs).map(|(a, b)| (a ^ b).count_ones()).sum();
+                        row.iter().zip(&query.signs).map(|(a, b)| (a ^ b).count_ones()).sum();
                     nearest.offer(first + offset, -(distance as f32));
                 }
             }
@@ -512,6 +511,8 @@ fn signs(bytes: &[i8]) -> Vec<u64> {
 struct Query {
     bytes: Vec<i8>,
     scale: f32,
+    /// Its signs, as [`FlatIndex::scan_signs_first`] compares them.
+    signs: Vec<u64>,
     /// The bytes as [`avx2::dot`] reads them.
     #[cfg(target_arch = "x86_64")]
     blocks: avx2::Blocks,
@@ -523,6 +524,7 @@ impl Query {
         Query {
             #[cfg(target_arch = "x86_64")]
             blocks: avx2::Blocks::new(&bytes),
+            signs: signs(&bytes),
             bytes,
             scale,
         }

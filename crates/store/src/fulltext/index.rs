@@ -351,17 +351,17 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
                 None => return Vec::new(),
             },
         };
-        let admits = |doc: &Doc<K>| {
-            doc.live
-                && filter.scope.is_none_or(|scope| scope == doc.scope)
-                && filter.status.is_none_or(|status| status == doc.status)
-                && repo.is_none_or(|repo| repo == doc.repo)
-        };
         let filtered = filter.scope.is_some() || filter.status.is_some() || repo.is_some();
-        // The document's length when it is live and admitted.
+        // The document's length when it is live (`lengths` says) and admitted (its record is
+        // read only when there is a filter).
         let admitted = |slot: u32| -> Option<u32> {
             let length = u32::from(self.lengths[slot as usize]).checked_sub(1)?;
-            (!filtered || admits(&self.docs[slot as usize])).then_some(length)
+            let doc = || &self.docs[slot as usize];
+            let admits = !filtered
+                || (filter.scope.is_none_or(|scope| scope == doc().scope)
+                    && filter.status.is_none_or(|status| status == doc().status)
+                    && repo.is_none_or(|repo| repo == doc().repo));
+            admits.then_some(length)
         };
         let mut counted: Vec<(String, u32)> = Vec::new();
         for token in words.iter().flat_map(|word| tokenize(word)) {
@@ -372,13 +372,15 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         }
         let documents = self.slots.len() as f64;
         let average = (self.live_tokens as f64 / documents).max(f64::MIN_POSITIVE);
+        // BM25's length normaliser of a document (or a list's shortest) of `length` tokens.
+        let norm = |length: u32| K1 * (1.0 - B + B * f64::from(length) / average);
         let mut cursors: Vec<Cursor<'_>> = counted
             .iter()
             .filter_map(|(term, times)| {
                 let postings = self.terms.get(term.as_str()).filter(|p| p.live > 0)?;
                 let weight = idf(documents, f64::from(postings.live)) * f64::from(*times);
-                let norm = K1 * (1.0 - B + B * f64::from(postings.min_length) / average);
-                let bound = weight * saturation(f64::from(postings.max_freq), norm);
+                let bound =
+                    weight * saturation(f64::from(postings.max_freq), norm(postings.min_length));
                 Some(Cursor { postings, at: 0, weight, bound })
             })
             .collect();
@@ -415,7 +417,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
             for &slot in slots.iter().step_by(step) {
                 seeded.push(slot);
                 let Some(length) = admitted(slot) else { continue };
-                let norm = K1 * (1.0 - B + B * f64::from(length) / average);
+                let norm = norm(length);
                 let mut score = 0.0;
                 for probe in &mut probes {
                     probe.seek(slot);
@@ -436,15 +438,12 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         }
         while let Some(slot) = cursors[essential..].iter().filter_map(Cursor::current).min() {
             while seeded.next_if(|&seed| seed < slot).is_some() {}
-            if seeded.next_if_eq(&slot).is_some() {
-                for cursor in &mut cursors[essential..] {
-                    if cursor.current() == Some(slot) {
-                        cursor.at += 1;
-                    }
-                }
-                continue;
-            }
-            let Some(length) = admitted(slot) else {
+            // Scored already (seeded), dead or not admitted: passed over.
+            let length = match seeded.next_if_eq(&slot) {
+                Some(_) => None,
+                None => admitted(slot),
+            };
+            let Some(length) = length else {
                 for cursor in &mut cursors[essential..] {
                     if cursor.current() == Some(slot) {
                         cursor.at += 1;
@@ -452,7 +451,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
                 }
                 continue;
             };
-            let norm = K1 * (1.0 - B + B * f64::from(length) / average);
+            let norm = norm(length);
             let mut score = 0.0;
             for cursor in &mut cursors[essential..] {
                 if cursor.current() == Some(slot) {
