@@ -24,7 +24,9 @@ tasks:
                      (ARGS go to cairn-bench, e.g. --quick)
   eval --data FILE   retrieval quality (recall@5/10, MRR) on LoCoMo-format conversations,
                      full text, semantic and fused (options go to `cairn-bench eval`;
-                     --http: also over HTTP against release daemons, with latency and RSS)
+                     --http: also over HTTP against release daemons, with latency and RSS;
+                     --conversations 1-3: tune on some, check on the others); a LongMemEval
+                     file (longmemeval_s.json) gives session recall@5 and turn recall@10
   tidy               layering, docs and file-header checks, the runtime's crate budget
   schemathesis [ARGS] fuzz the real daemon over its whole OpenAPI document (schemathesis
                      from PyPI, into target/python; ARGS go to `st run`)

@@ -1,4 +1,5 @@
-//! `cairn-bench eval`: retrieval quality on conversations in the LoCoMo format.
+//! `cairn-bench eval`: retrieval quality on conversations in the LoCoMo format (LongMemEval's
+//! form goes to [`crate::longmemeval`]).
 //!
 //! Every turn of a conversation is stored as a memory through the real engine; every
 //! question with evidence (category 5, the adversarial one, is left out) is asked as a
@@ -40,6 +41,13 @@ pub struct EvalOptions {
     /// Store every conversation in one store (as one daemon would hold them) instead of one
     /// store each: questions then compete with every conversation's turns.
     pub shared: bool,
+    /// Only these conversations (1-based), to tune on some and check on the others.
+    pub conversations: Option<Vec<usize>>,
+    /// Write every question whose evidence is not in the first 5 hits of the last mode
+    /// (hybrid with a model), with its evidence and those hits, to this file.
+    pub misses: Option<PathBuf>,
+    /// LongMemEval: only the first N questions.
+    pub questions: Option<usize>,
 }
 
 /// Where the PostgreSQL side of the eval runs.
@@ -190,8 +198,26 @@ impl Backend {
 pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&options.data)
         .with_context(|| format!("cannot read {}", options.data.display()))?;
-    let conversations: Vec<Value> =
-        serde_json::from_str(&text).context("not a LoCoMo JSON file")?;
+    let mut conversations: Vec<Value> =
+        serde_json::from_str(&text).context("not a LoCoMo or LongMemEval JSON file")?;
+    drop(text);
+    if crate::longmemeval::is_longmemeval(&conversations) {
+        let (embedder, cache) = embedder(&options)?;
+        eprintln!("LongMemEval; embedder: {}", embedder.as_ref().map_or("none", |e| e.model()));
+        crate::longmemeval::run(&options, conversations, &embedder).await?;
+        if let Some(cache) = &cache {
+            cache.save()?;
+        }
+        return Ok(());
+    }
+    if let Some(keep) = &options.conversations {
+        let count = conversations.len();
+        anyhow::ensure!(
+            keep.iter().all(|number| *number <= count),
+            "--conversations: the file holds {count}"
+        );
+        conversations = keep.iter().map(|number| conversations[number - 1].clone()).collect();
+    }
     let (embedder, cache) = embedder(&options)?;
     eprintln!(
         "embedder: {}",
@@ -316,6 +342,9 @@ async fn evaluate(
     // One store per conversation, or (`shared`) one for them all: the engines, each with
     // the questions to ask it.
     let mut engines: Vec<(tempfile::TempDir, Engine, Vec<Question>)> = Vec::new();
+    // Every stored turn's text by memory id, for the misses' file.
+    let mut texts: HashMap<String, String> = HashMap::new();
+    let mut misses = String::new();
     for (number, conversation) in conversations.iter().enumerate() {
         if engines.is_empty() || !options.shared {
             let directory = tempfile::tempdir()?;
@@ -343,6 +372,9 @@ async fn evaluate(
             .map(|((turn, _), memory)| (turn.as_str(), memory.id.clone()))
             .collect();
         eprintln!("conversation {}: {} turns stored", number + 1, created.len());
+        if options.misses.is_some() {
+            texts.extend(created.iter().map(|memory| (memory.id.clone(), memory.content.clone())));
+        }
         questions.extend(conversation["qa"].as_array().into_iter().flatten().filter_map(|qa| {
             let evidence: Vec<String> = qa["evidence"]
                 .as_array()
@@ -374,6 +406,10 @@ async fn evaluate(
                 let hits = engine.search(query).await?;
                 latencies.entry(*mode).or_default().push(started.elapsed().as_secs_f64() * 1e3);
                 let ranked: Vec<String> = hits.hits.into_iter().map(|hit| hit.memory.id).collect();
+                let missed = !ranked.iter().take(5).any(|id| question.evidence.contains(id));
+                if options.misses.is_some() && Some(mode) == modes.last() && missed {
+                    misses.push_str(&miss(question, &ranked, &texts));
+                }
                 scores.entry(*mode).or_default().add(
                     question.category,
                     &ranked,
@@ -398,7 +434,23 @@ async fn evaluate(
         }
     }
 
+    if let Some(file) = &options.misses {
+        std::fs::write(file, misses).with_context(|| format!("cannot write {}", file.display()))?;
+    }
     Ok(Results { modes, scores, context, context_recall, context_any, latencies })
+}
+
+/// A missed question as text: the question, its evidence and the first 5 hits.
+fn miss(question: &Question, ranked: &[String], texts: &HashMap<String, String>) -> String {
+    let text = |id: &String| texts.get(id).map_or("?", String::as_str).to_owned();
+    let mut out = format!("## [{}] {}\n", question.category, question.text);
+    for id in &question.evidence {
+        out.push_str(&format!("  evidence: {}\n", text(id)));
+    }
+    for (rank, id) in ranked.iter().take(5).enumerate() {
+        out.push_str(&format!("  {}: {}\n", rank + 1, text(id)));
+    }
+    out + "\n"
 }
 
 /// Every turn as (dia_id, memory text): `Speaker: text`, with the photo's caption if any.

@@ -23,6 +23,7 @@ mod eval_http;
 mod figures;
 mod http;
 mod inproc;
+mod longmemeval;
 mod options;
 mod postgres;
 mod report;

@@ -149,7 +149,7 @@ pub(crate) fn sizes(text: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 /// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N] [--embedding-cache FILE]
-/// [--http] [--shared] [--postgres | --database-url URL]`.
+/// [--http] [--shared] [--conversations LIST] [--misses FILE] [--questions N] [--postgres | --database-url URL]`.
 pub(crate) fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
     let mut options = eval::EvalOptions {
         data: PathBuf::new(),
@@ -160,6 +160,9 @@ pub(crate) fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions>
         embedding_cache: None,
         http: false,
         shared: false,
+        conversations: None,
+        misses: None,
+        questions: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -171,6 +174,11 @@ pub(crate) fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions>
             "--hashing" => options.hashing = true,
             "--http" => options.http = true,
             "--shared" => options.shared = true,
+            "--conversations" => options.conversations = Some(conversation_list(value()?)?),
+            "--misses" => options.misses = Some(PathBuf::from(value()?)),
+            "--questions" => {
+                options.questions = Some(value()?.parse().context("--questions takes a number")?);
+            }
             "--embedding-cache" => options.embedding_cache = Some(PathBuf::from(value()?)),
             "--postgres" => options.postgres = Some(eval::PostgresTarget::Started),
             "--database-url" => {
@@ -183,12 +191,40 @@ pub(crate) fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions>
     Ok(options)
 }
 
+/// `1-3`, `4,5`, `1-2,5`: 1-based numbers of the conversations the eval keeps.
+fn conversation_list(list: &str) -> anyhow::Result<Vec<usize>> {
+    let mut numbers = Vec::new();
+    for part in list.split(',') {
+        let number = |text: &str| -> anyhow::Result<usize> {
+            let n: usize =
+                text.trim().parse().with_context(|| format!("not a number: {text:?}"))?;
+            anyhow::ensure!(n > 0, "conversations are numbered from 1");
+            Ok(n)
+        };
+        match part.split_once('-') {
+            Some((from, to)) => numbers.extend(number(from)?..=number(to)?),
+            None => numbers.push(number(part)?),
+        }
+    }
+    anyhow::ensure!(!numbers.is_empty(), "--conversations names none");
+    Ok(numbers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> anyhow::Result<Option<Options>> {
         parse_args(args.iter().map(|arg| (*arg).to_owned()))
+    }
+
+    #[test]
+    fn conversations() {
+        assert_eq!(conversation_list("1-3").unwrap(), [1, 2, 3]);
+        assert_eq!(conversation_list("4,5").unwrap(), [4, 5]);
+        assert_eq!(conversation_list("1-2, 5").unwrap(), [1, 2, 5]);
+        assert!(conversation_list("0").is_err());
+        assert!(conversation_list("a").is_err());
     }
 
     #[test]

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Recall,
-    Result, StoreError, TextMatch, Version,
+    Adjacent, Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage,
+    MemoryStore, Recall, Result, StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use deadpool_postgres::GenericClient;
@@ -525,7 +525,7 @@ impl MemoryStore for PgStore {
         .await
     }
 
-    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<Adjacent>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -536,7 +536,8 @@ impl MemoryStore for PgStore {
                 let rows = query(
                     client,
                     &format!(
-                        "SELECT {MEMORY_COLUMNS}, asked.id AS asked FROM memories asked
+                        "SELECT {MEMORY_COLUMNS}, asked.id AS asked, m.pk > asked.pk AS after
+                         FROM memories asked
                          CROSS JOIN LATERAL (
                              (SELECT pk FROM memories WHERE archived_at IS NULL AND pk < asked.pk
                               ORDER BY pk DESC LIMIT 1)
@@ -549,16 +550,23 @@ impl MemoryStore for PgStore {
                     &[ids],
                 )
                 .await?;
-                let mut adjacent: HashMap<String, Vec<Memory>> = HashMap::new();
+                let mut adjacent: HashMap<String, Vec<(bool, Memory)>> = HashMap::new();
                 for row in &rows {
                     let asked: String = row.get("asked");
-                    adjacent.entry(asked).or_default().push(memory_from_row(row)?);
+                    adjacent
+                        .entry(asked)
+                        .or_default()
+                        .push((row.get("after"), memory_from_row(row)?));
                 }
                 Ok(ids
                     .iter()
                     .flat_map(|id| {
                         let near = adjacent.remove(id).unwrap_or_default();
-                        near.into_iter().map(move |memory| (id.clone(), memory))
+                        near.into_iter().map(move |(after, memory)| Adjacent {
+                            of: id.clone(),
+                            after,
+                            memory,
+                        })
                     })
                     .collect())
             })

@@ -3,15 +3,16 @@
 
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage, MemoryStore, Recall,
-    Result, StoreError, TextMatch, Version,
+    Adjacent, Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage,
+    MemoryStore, Recall, Result, StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
 use crate::memory_rows::{live_change, read_memory, update_memory_row};
 use crate::rows::{
-    MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row, outcome_from_row,
+    MEMORY_COLUMN_COUNT, MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row,
+    outcome_from_row,
 };
 use crate::{
     FILTER_SQL, PendingInsert, SqliteStore, audit, filter_params, migrations, run_blocking, search,
@@ -62,25 +63,30 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
-    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<Adjacent>> {
         let ids = ids.to_vec();
         self.read(move |connection| {
             // The rowid is the order of insertion; archived rows are stepped over.
             let query = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.rowid IN (
+                "SELECT {MEMORY_COLUMNS}, m.rowid > asked.rowid FROM memories asked
+                 JOIN memories m ON m.rowid IN (
                      (SELECT max(rowid) FROM memories WHERE archived_at IS NULL
-                         AND rowid < (SELECT rowid FROM memories WHERE id = ?1)),
+                         AND rowid < asked.rowid),
                      (SELECT min(rowid) FROM memories WHERE archived_at IS NULL
-                         AND rowid > (SELECT rowid FROM memories WHERE id = ?1))
-                 ) ORDER BY m.rowid"
+                         AND rowid > asked.rowid)
+                 ) WHERE asked.id = ?1 ORDER BY m.rowid"
             );
             let mut statement = connection.prepare_cached(&query).map_err(sql)?;
             let mut adjacent = Vec::with_capacity(ids.len() * 2);
             for id in &ids {
-                let rows =
-                    statement.query_map([id], |row| Ok(memory_from_row(row))).map_err(sql)?;
+                let rows = statement
+                    .query_map([id], |row| {
+                        Ok((memory_from_row(row), row.get::<_, bool>(MEMORY_COLUMN_COUNT)?))
+                    })
+                    .map_err(sql)?;
                 for row in rows {
-                    adjacent.push((id.clone(), row.map_err(sql)??));
+                    let (memory, after) = row.map_err(sql)?;
+                    adjacent.push(Adjacent { of: id.clone(), after, memory: memory? });
                 }
             }
             Ok(adjacent)

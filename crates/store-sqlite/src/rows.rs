@@ -13,6 +13,8 @@ pub(crate) const MEMORY_COLUMNS: &str = "m.id, m.content, m.scope, m.status, m.r
      (SELECT r.last_recalled_at FROM memory_recalls r WHERE r.memory_id = m.id), \
      coalesce((SELECT r.recall_count FROM memory_recalls r WHERE r.memory_id = m.id), 0), \
      m.archived_at";
+/// How many columns [`MEMORY_COLUMNS`] names: a column selected after them is at this index.
+pub(crate) const MEMORY_COLUMN_COUNT: usize = 13;
 
 pub(crate) fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("JSON values always serialize")

@@ -154,6 +154,16 @@ pub struct TextMatch {
     pub relevance: f64,
 }
 
+/// A memory stored right next to another (see [`MemoryStore::adjacent_memories`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adjacent {
+    /// The memory asked about.
+    pub of: String,
+    /// Whether `memory` was stored after it (else before).
+    pub after: bool,
+    pub memory: Memory,
+}
+
 /// A page of memories and the count of all that match.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryPage {
@@ -203,10 +213,10 @@ pub trait MemoryStore: Send + Sync {
     async fn get_memories(&self, ids: &[String]) -> Result<Vec<Memory>>;
 
     /// For each of `ids`, the live (not archived) memories stored just before and just after
-    /// it, in the order the store received them: `(id, neighbour)` pairs, at most two per id,
+    /// it, in the order the store received them: at most two per id, the one before first,
     /// whatever their scope, repository or source (the caller decides what counts as the
     /// same thread). Two index lookups per id: no scan.
-    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>>;
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<Adjacent>>;
 
     /// Memories matching `filter`, newest first.
     async fn list_memories(

@@ -6,7 +6,8 @@ use cairn_types::{Memory, Scope, Status, Timestamp};
 
 use super::sample_memory;
 use crate::{
-    Audit, GuardedChange, MemoryChange, MemoryFilter, PendingEmbedding, Recall, Store, Version,
+    Adjacent, Audit, GuardedChange, MemoryChange, MemoryFilter, PendingEmbedding, Recall, Store,
+    Version,
 };
 
 const TEST_AUDIT: Audit<'static> = Audit { actor: "tester", action: "update" };
@@ -20,24 +21,29 @@ pub(super) async fn neighbours_are_the_live_memories_stored_next_to_each(store: 
         .into();
     store.insert_memories(&turns[..3], "tester").await.unwrap();
     store.insert_memories(&turns[3..], "tester").await.unwrap();
-    let contents = |pairs: Vec<(String, Memory)>| -> Vec<(String, String)> {
+    let contents = |found: Vec<Adjacent>| -> Vec<(String, &'static str, String)> {
         let name = |id: &str| turns.iter().find(|turn| turn.id == id).unwrap().content.clone();
-        pairs.into_iter().map(|(asked, memory)| (name(&asked), memory.content)).collect()
+        let side = |after: bool| if after { "after" } else { "before" };
+        found
+            .into_iter()
+            .map(|near| (name(&near.of), side(near.after), near.memory.content))
+            .collect()
     };
-    let pair = |asked: &str, near: &str| (asked.to_owned(), near.to_owned());
+    let pair =
+        |asked: &str, side: &'static str, near: &str| (asked.to_owned(), side, near.to_owned());
     let ids = |indices: &[usize]| -> Vec<String> {
         indices.iter().map(|&index| turns[index].id.clone()).collect()
     };
 
     let adjacent = store.adjacent_memories(&ids(&[1, 0, 3])).await.unwrap();
-    assert_eq!(adjacent[0].1, turns[0], "neighbours are whole memories");
+    assert_eq!(adjacent[0].memory, turns[0], "neighbours are whole memories");
     assert_eq!(
         contents(adjacent),
         [
-            pair("second", "first"),
-            pair("second", "third"),
-            pair("first", "second"),
-            pair("fourth", "third"),
+            pair("second", "before", "first"),
+            pair("second", "after", "third"),
+            pair("first", "after", "second"),
+            pair("fourth", "before", "third"),
         ]
     );
 
@@ -49,7 +55,11 @@ pub(super) async fn neighbours_are_the_live_memories_stored_next_to_each(store: 
         .unwrap();
     assert_eq!(
         contents(store.adjacent_memories(&ids(&[1, 3])).await.unwrap()),
-        [pair("second", "first"), pair("second", "fourth"), pair("fourth", "second")],
+        [
+            pair("second", "before", "first"),
+            pair("second", "after", "fourth"),
+            pair("fourth", "before", "second")
+        ],
         "an archived memory is stepped over"
     );
     let unknown = store.adjacent_memories(&["mem_unknown".to_owned()]).await.unwrap();

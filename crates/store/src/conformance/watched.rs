@@ -153,7 +153,7 @@ impl<H: Hooks> MemoryStore for Watched<H> {
         self.inner.get_memories(ids).await
     }
 
-    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<(String, Memory)>> {
+    async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<crate::Adjacent>> {
         self.inner.adjacent_memories(ids).await
     }
 
