@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use cairn_memory::{Engine, count_tokens};
 use cairn_store::MemoryFilter;
-use cairn_types::{ContextRequest, SearchQuery, Timestamp};
+use cairn_types::{ContextRequest, MemoryListQuery, Scope, SearchQuery, Status, Timestamp};
 
 use crate::corpus::{Corpus, Rng};
 use crate::stats::Latencies;
@@ -116,6 +116,39 @@ pub async fn search(
     }
     Ok(SearchFigures { latencies: Latencies::new(samples), mean_hits: hits as f64 / calls as f64 })
 }
+
+/// Pages of 50 memories with their total, as the console lists them, by a label or two:
+/// a scope, a status (most are active; stale and review are rare), a repository, a scope
+/// and a status together, or none.
+pub async fn listing(
+    engine: &Engine,
+    corpus: &Corpus,
+    rng: &mut Rng,
+    calls: usize,
+) -> anyhow::Result<Latencies> {
+    let mut samples = Vec::with_capacity(calls);
+    for call in 0..calls + WARM_UP_LISTINGS {
+        let pick_scope = |rng: &mut Rng| Scope::ALL[rng.below(Scope::ALL.len())];
+        let pick_status = |rng: &mut Rng| Status::ALL[rng.below(Status::ALL.len())];
+        let mut query = MemoryListQuery { limit: Some(50), ..MemoryListQuery::default() };
+        match call % 5 {
+            0 => query.scope = Some(pick_scope(rng)),
+            1 => query.status = Some(pick_status(rng)),
+            2 => query.repo = Some(corpus.repo(rng)),
+            3 => (query.scope, query.status) = (Some(pick_scope(rng)), Some(pick_status(rng))),
+            _ => {}
+        }
+        let started = Instant::now();
+        std::hint::black_box(engine.list_memories(query).await?);
+        if call >= WARM_UP_LISTINGS {
+            samples.push(started.elapsed());
+        }
+    }
+    Ok(Latencies::new(samples))
+}
+
+/// Listings made before the timed ones.
+const WARM_UP_LISTINGS: usize = 10;
 
 /// The parts of a context pack, each timed on its own through the public store and
 /// tokenizer APIs, the way `cairn_memory::context` calls them.

@@ -280,6 +280,14 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
             report.info(format!("  search p99, {n}"), duration(lat.p99()));
             report.info(format!("  search mean hits, {n}"), format!("{:.1}", search.mean_hits));
 
+            eprintln!("[{n}] listing…");
+            let listing = inproc::listing(&engine, &corpus, &mut rng, options.calls).await?;
+            growth.add(size, "listing by label p50 / p99", [listing.p50(), listing.p99()]);
+            report.info(
+                format!("listing by label (50 and the total) p50 / p99, {n}"),
+                format!("{} / {}", duration(listing.p50()), duration(listing.p99())),
+            );
+
             eprintln!("[{n}] context breakdown…");
             let parts = inproc::breakdown(&engine, &corpus, &mut rng, BREAKDOWN_CALLS).await?;
             let part = |latencies: &Latencies| {

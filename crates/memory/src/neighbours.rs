@@ -105,7 +105,11 @@ pub(crate) async fn propagate(
     let mut nearest: Vec<String> = rings.iter().map(|ring| ring.near.id.clone()).collect();
     nearest.sort_unstable();
     nearest.dedup();
-    for far in store.adjacent_memories(&nearest).await? {
+    let far_side = match nearest.is_empty() {
+        true => Vec::new(),
+        false => store.adjacent_memories(&nearest).await?,
+    };
+    for far in far_side {
         for ring in rings.iter().filter(|ring| ring.near.id == far.of && ring.after == far.after) {
             if same_thread(&ring.near, &far.memory) && admits(filter, &far.memory) {
                 pass(far.memory.clone(), FAR_SHARE * ring.relevance);

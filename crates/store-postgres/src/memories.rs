@@ -10,16 +10,15 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use cairn_store::{
-    Adjacent, Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage,
+    Adjacent, Audit, AuditFilter, GuardedChange, Label, MemoryChange, MemoryFilter, MemoryPage,
     MemoryStore, Recall, Result, StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use deadpool_postgres::GenericClient;
 
 use crate::rows::{
-    EVIDENCE_COLUMNS, FILTER_SQL, MEMORY_COLUMNS, OUTCOME_COLUMNS, StoredMemory, evidence_from_row,
-    execute, filter_params, json_value, memory_from_row, outcome_from_row, query, query_opt,
-    stored_from_row,
+    EVIDENCE_COLUMNS, MEMORY_COLUMNS, OUTCOME_COLUMNS, StoredMemory, evidence_from_row, execute,
+    json_value, memory_from_row, outcome_from_row, query, query_opt, stored_from_row,
 };
 use crate::{PgStore, Transaction, audit, lock_key, notify, search};
 use cairn_store::fulltext::Document;
@@ -585,27 +584,36 @@ impl MemoryStore for PgStore {
                 tx.batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     .await
                     .map_err(crate::pg)?;
-                let (scope, status, repo) = filter_params(filter);
-                let archived = filter.include_archived;
-                let total: i64 = query(
-                    tx,
-                    &format!("SELECT count(*) FROM memories m WHERE {FILTER_SQL}"),
-                    &[&scope, &status, &repo, &archived],
-                )
-                .await?[0]
-                    .get(0);
-                let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+                let (clause, values) = filter.conditions(|label, n| match label {
+                    Label::Scope => format!("m.scope = ${n}"),
+                    Label::Status => format!("m.status = ${n}"),
+                    Label::Repo => format!("lower(m.repo) = lower(${n})"),
+                });
+                let mut parameters: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                    values.iter().map(|value| value as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                // Every live memory: the count kept in `memory_counts`; else the count of
+                // the rows the filter's labels select through their indexes.
+                let total = if filter.is_every_live_memory() {
+                    corpus(tx).await?.0
+                } else {
+                    let count_query = format!("SELECT count(*) FROM memories m WHERE {clause}");
+                    let count: i64 = query(tx, &count_query, &parameters).await?[0].get(0);
+                    count as u64
+                };
+                let (limit, offset) = (i64::from(limit), i64::try_from(offset).unwrap_or(i64::MAX));
+                let (at_limit, at_offset) = (values.len() + 1, values.len() + 2);
+                parameters.extend([&limit as &(dyn tokio_postgres::types::ToSql + Sync), &offset]);
                 let rows = query(
                     tx,
                     &format!(
-                        "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {FILTER_SQL} \
-                         ORDER BY m.created_at DESC, m.pk DESC LIMIT $5 OFFSET $6"
+                        "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {clause} \
+                         ORDER BY m.created_at DESC, m.pk DESC LIMIT ${at_limit} OFFSET ${at_offset}"
                     ),
-                    &[&scope, &status, &repo, &archived, &i64::from(limit), &offset],
+                    &parameters,
                 )
                 .await?;
                 let memories = rows.iter().map(memory_from_row).collect::<Result<Vec<_>>>()?;
-                Ok(MemoryPage { memories, total: total as u64 })
+                Ok(MemoryPage { memories, total })
             })
         })
         .await

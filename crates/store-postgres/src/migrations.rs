@@ -16,6 +16,7 @@ pub(crate) const MIGRATIONS: &[(i32, &str, &str)] = &[
         "idempotency_and_key_expiry",
         include_str!("../migrations/0004_idempotency_and_key_expiry.sql"),
     ),
+    (5, "listing_by_label", include_str!("../migrations/0005_listing_by_label.sql")),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -131,7 +131,7 @@ async fn stores_opening_at_once_migrate_once() {
     assert_eq!(
         cluster
             .psql(&database, "SELECT string_agg(version::text, ',') FROM fresh.cairn_migrations"),
-        "1,2,3,4",
+        "1,2,3,4,5",
         "each migration applied once"
     );
     // And it is in that schema only.

@@ -211,7 +211,7 @@ async fn build(index: &SearchIndex, client: &(impl GenericClient + ?Sized)) -> R
                     built.compact();
                 }
                 built.shrink_to_fit();
-                *held = Held::Ready(built);
+                *held = Held::Ready(Box::new(built));
                 return Ok(());
             }
             std::mem::take(changed)

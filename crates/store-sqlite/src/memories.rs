@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use cairn_store::{
-    Adjacent, Audit, AuditFilter, GuardedChange, MemoryChange, MemoryFilter, MemoryPage,
+    Adjacent, Audit, AuditFilter, GuardedChange, Label, MemoryChange, MemoryFilter, MemoryPage,
     MemoryStore, Recall, Result, StoreError, TextMatch, Version,
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
@@ -14,10 +14,7 @@ use crate::rows::{
     MEMORY_COLUMN_COUNT, MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row,
     outcome_from_row,
 };
-use crate::{
-    FILTER_SQL, PendingInsert, SqliteStore, audit, filter_params, migrations, run_blocking, search,
-    sql,
-};
+use crate::{PendingInsert, SqliteStore, audit, migrations, run_blocking, search, sql};
 
 #[async_trait]
 impl MemoryStore for SqliteStore {
@@ -167,27 +164,44 @@ impl MemoryStore for SqliteStore {
         limit: u32,
         offset: u64,
     ) -> Result<MemoryPage> {
-        let (scope, status, repo, include_archived) = filter_params(filter);
+        let (clause, values) = filter.conditions(|label, n| match label {
+            Label::Scope => format!("m.scope = ?{n}"),
+            Label::Status => format!("m.status = ?{n}"),
+            Label::Repo => format!("m.repo = ?{n} COLLATE NOCASE"),
+        });
+        // Every live memory: the count the writer keeps; live ones by label: the text
+        // index's counts; the table's count only when neither can say.
+        let live = match filter.is_every_live_memory() {
+            true => Some(self.live_memories()),
+            false => self.text_index.cell.count(filter),
+        };
         self.read(move |connection| {
-            let count_query = format!("SELECT count(*) FROM memories m WHERE {FILTER_SQL}");
-            let total: i64 = connection
-                .prepare_cached(&count_query)
-                .map_err(sql)?
-                .query_row(params![scope, status, repo, include_archived], |row| row.get(0))
-                .map_err(sql)?;
+            let total = match live {
+                Some(live) => live,
+                None => {
+                    let count_query = format!("SELECT count(*) FROM memories m WHERE {clause}");
+                    let mut statement = connection.prepare_cached(&count_query).map_err(sql)?;
+                    let count: i64 = statement
+                        .query_row(rusqlite::params_from_iter(&values), |row| row.get(0))
+                        .map_err(sql)?;
+                    count as u64
+                }
+            };
+            let (at_limit, at_offset) = (values.len() + 1, values.len() + 2);
             let page_query = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {FILTER_SQL} \
-                 ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?5 OFFSET ?6"
+                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {clause} \
+                 ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?{at_limit} OFFSET ?{at_offset}"
             );
             let mut statement = connection.prepare_cached(&page_query).map_err(sql)?;
             let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+            let mut parameters: Vec<rusqlite::types::Value> =
+                values.into_iter().map(rusqlite::types::Value::Text).collect();
+            parameters.extend([i64::from(limit).into(), offset.into()]);
             let rows = statement
-                .query_map(params![scope, status, repo, include_archived, limit, offset], |row| {
-                    Ok(memory_from_row(row))
-                })
+                .query_map(rusqlite::params_from_iter(parameters), |row| Ok(memory_from_row(row)))
                 .map_err(sql)?;
             let memories = rows.map(|row| row.map_err(sql)?).collect::<Result<Vec<_>>>()?;
-            Ok(MemoryPage { memories, total: total as u64 })
+            Ok(MemoryPage { memories, total })
         })
         .await
     }

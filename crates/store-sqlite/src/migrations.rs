@@ -347,6 +347,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
     ALTER TABLE api_keys ADD COLUMN last_used_at INTEGER;
     "#,
+    // 16: listing by a label at a million memories (issue 31): a page or a count of one
+    // scope, status or repository reads that label's live rows through its index, newest
+    // first by scanning it backwards, instead of every row.
+    r#"
+    CREATE INDEX memories_live_by_scope ON memories (scope, created_at)
+        WHERE archived_at IS NULL;
+    CREATE INDEX memories_live_by_status ON memories (status, created_at)
+        WHERE archived_at IS NULL;
+    CREATE INDEX memories_live_by_repo ON memories (repo COLLATE NOCASE, created_at)
+        WHERE archived_at IS NULL;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

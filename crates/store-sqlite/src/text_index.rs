@@ -283,6 +283,6 @@ fn build(connection: &Connection, index: &SearchIndex) -> Result<()> {
         built.compact();
     }
     built.shrink_to_fit();
-    *held = Held::Ready(built);
+    *held = Held::Ready(Box::new(built));
     Ok(())
 }

@@ -204,6 +204,38 @@ pub(super) async fn lists_are_newest_first_filtered_and_paged(store: Arc<dyn Sto
     let past_end = store.list_memories(&MemoryFilter::default(), 10, 50).await.unwrap();
     assert!(past_end.memories.is_empty());
     assert_eq!(past_end.total, 4);
+
+    // Totals by label (which a store may keep rather than count) follow every change.
+    let total = |filter: MemoryFilter| {
+        let store = store.clone();
+        async move { store.list_memories(&filter, 1, 0).await.unwrap().total }
+    };
+    assert_eq!(total(review.clone()).await, 1);
+    assert_eq!(total(other_repo.clone()).await, 1);
+    let none = MemoryFilter { status: Some(Status::Stale), ..Default::default() };
+    assert_eq!(total(none.clone()).await, 0);
+    let to_stale = MemoryChange { status: Some(Status::Stale), ..Default::default() };
+    store
+        .update_memory(&memories[1].id, &to_stale, Timestamp::from_millis(9_500), &TEST_AUDIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        (total(review).await, total(none.clone()).await),
+        (0, 1),
+        "a status change moves its count"
+    );
+    let stale_archived = MemoryFilter { include_archived: true, ..none };
+    assert_eq!(total(stale_archived).await, 1);
+    let archive = MemoryChange {
+        archived_at: Some(Some(Timestamp::from_millis(9_600))),
+        ..Default::default()
+    };
+    store
+        .update_memory(&memories[2].id, &archive, Timestamp::from_millis(9_600), &TEST_AUDIT)
+        .await
+        .unwrap();
+    assert_eq!(total(other_repo).await, 0, "an archived memory leaves its label's count");
+    assert_eq!(total(MemoryFilter::default()).await, 3);
 }
 
 pub(super) async fn updates_apply_atomically_and_archive(store: Arc<dyn Store>) {

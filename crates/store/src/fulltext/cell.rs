@@ -12,7 +12,7 @@ use crate::MemoryFilter;
 pub enum Held<K, N> {
     /// Being built; the changes committed meanwhile, taken when the build ends.
     Building(Vec<N>),
-    Ready(TextIndex<K>),
+    Ready(Box<TextIndex<K>>),
     /// It may have missed changes: the database's own search answers until it is built
     /// again.
     Fallback,
@@ -40,6 +40,18 @@ impl<K: Clone + Eq + Hash, N> IndexCell<K, N> {
             Held::Ready(_) => IndexState::Ready,
             Held::Fallback => IndexState::Fallback,
         }
+    }
+
+    /// How many live memories the filter admits, from the index's counts by label; `None`
+    /// while the index is not ready, or when the filter counts archived memories too (the
+    /// index holds live ones only): the database counts then.
+    pub fn count(&self, filter: &MemoryFilter) -> Option<u64> {
+        if filter.include_archived {
+            return None;
+        }
+        let held = self.held.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Held::Ready(index) = &*held else { return None };
+        Some(index.count(&LabelFilter::from(filter)))
     }
 
     /// The best `limit` live memories for `words` that `filter` admits, as `(key, score)`;

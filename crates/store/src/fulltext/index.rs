@@ -112,6 +112,9 @@ pub struct TextIndex<K = i64> {
     lengths: Vec<u16>,
     slots: HashMap<K, u32>,
     repos: HashMap<Box<str>, u32>,
+    /// Live documents by their labels (scope, status, repository number): a listing's
+    /// count without reading the documents.
+    by_labels: HashMap<(Scope, Status, u32), u64>,
     live_tokens: u64,
     postings: usize,
     dead_postings: usize,
@@ -125,6 +128,7 @@ impl<K> Default for TextIndex<K> {
             lengths: Vec::new(),
             slots: HashMap::new(),
             repos: HashMap::new(),
+            by_labels: HashMap::new(),
             live_tokens: 0,
             postings: 0,
             dead_postings: 0,
@@ -154,7 +158,10 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         if let Some(&slot) = self.slots.get(&key) {
             let doc = &mut self.docs[slot as usize];
             if doc.fingerprint == fingerprint {
-                (doc.scope, doc.status, doc.repo) = (labels.scope, labels.status, repo);
+                let (was, now) =
+                    ((doc.scope, doc.status, doc.repo), (labels.scope, labels.status, repo));
+                (doc.scope, doc.status, doc.repo) = now;
+                self.relabel(Some(was), Some(now));
                 return;
             }
             self.remove(&key, None);
@@ -181,6 +188,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         self.postings += document.terms.len();
         self.live_tokens += u64::from(length);
         self.lengths.push(length.min(u32::from(u16::MAX) - 1) as u16 + 1);
+        self.relabel(None, Some((labels.scope, labels.status, repo)));
         self.docs.push(Doc {
             key: key.clone(),
             length,
@@ -200,11 +208,14 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         let Some(slot) = self.slots.remove(key) else { return };
         let doc = &mut self.docs[slot as usize];
         doc.live = false;
+        let was = (doc.scope, doc.status, doc.repo);
         self.lengths[slot as usize] = 0;
         self.live_tokens -= u64::from(doc.length);
         self.dead_postings += doc.terms as usize;
+        let indexed_as = doc.fingerprint;
+        self.relabel(Some(was), None);
         if let Some((content, tags_text)) = indexed
-            && fingerprint(content, tags_text) == doc.fingerprint
+            && fingerprint(content, tags_text) == indexed_as
         {
             for (term, _, _) in Document::of_text(content, tags_text).terms {
                 if let Some(postings) = self.terms.get_mut(term.as_str()) {
@@ -328,6 +339,42 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         self.docs.shrink_to_fit();
         self.lengths.shrink_to_fit();
         self.slots.shrink_to_fit();
+    }
+
+    /// Moves a live document's count from the labels it had to those it has.
+    fn relabel(&mut self, was: Option<(Scope, Status, u32)>, now: Option<(Scope, Status, u32)>) {
+        if let Some(was) = was
+            && let Some(count) = self.by_labels.get_mut(&was)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.by_labels.remove(&was);
+            }
+        }
+        if let Some(now) = now {
+            *self.by_labels.entry(now).or_default() += 1;
+        }
+    }
+
+    /// How many live documents the filter admits, from counts kept by label (a sum over
+    /// the label combinations held, a few dozen: no document is read).
+    pub fn count(&self, filter: &LabelFilter) -> u64 {
+        let repo = match filter.repo.as_deref() {
+            None => None,
+            Some(repo) => match self.repos.get(repo.to_ascii_lowercase().as_str()) {
+                Some(&number) => Some(number),
+                None => return 0,
+            },
+        };
+        self.by_labels
+            .iter()
+            .filter(|((scope, status, number), _)| {
+                filter.scope.is_none_or(|wanted| wanted == *scope)
+                    && filter.status.is_none_or(|wanted| wanted == *status)
+                    && repo.is_none_or(|wanted| wanted == *number)
+            })
+            .map(|(_, count)| count)
+            .sum()
     }
 
     fn repo_number(&mut self, repo: Option<&str>) -> u32 {
@@ -648,6 +695,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn counts_by_label_follow_every_change() {
+        let mut index = TextIndex::new();
+        index.put(1, "use pnpm", "[]", &labels(Some("Web")));
+        index.put(2, "use npm", "[]", &labels(Some("web")));
+        index.put(3, "tabs in makefiles", "[]", &labels(None));
+        let stale = DocLabels { status: Status::Stale, ..labels(Some("web")) };
+        index.put(2, "use npm", "[]", &stale);
+        index.put(1, "use yarn", "[]", &labels(Some("web")));
+        index.put(4, "the build is slow", "[]", &labels(Some("api")));
+        index.remove(&4, None);
+        index.put(5, "a secret", "[]", &labels(None));
+        index.erase(&5, "a secret", "[]");
+        let count = |scope: Option<Scope>, status: Option<Status>, repo: Option<&str>| {
+            index.count(&LabelFilter { scope, status, repo: repo.map(str::to_owned) })
+        };
+        assert_eq!(count(None, None, None), 3);
+        assert_eq!(count(None, None, Some("WEB")), 2, "repositories without case");
+        assert_eq!(count(None, Some(Status::Stale), None), 1, "a change of labels moves the count");
+        assert_eq!(count(None, Some(Status::Active), Some("web")), 1, "new text, same labels");
+        assert_eq!(count(None, None, Some("api")), 0, "removed");
+        assert_eq!(count(None, None, Some("nowhere")), 0);
+        assert_eq!(count(Some(Scope::Repo), None, None), 3);
+        assert_eq!(count(Some(Scope::User), None, None), 0);
     }
 
     #[test]
