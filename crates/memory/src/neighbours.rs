@@ -8,7 +8,7 @@
 //! (neighbouring turns' context lifts recall by several points in published ablations on
 //! conversational memory). The store says which side a neighbour is on: the memory after one
 //! that asks gets more (it most often answers), and the memory one further on gets a little
-//! (an answer two turns on, after a remark). The neighbours are read by index lookups (two
+//! when it is a candidate already (an answer two turns on, after a remark). The neighbours are read by index lookups (two
 //! per match and two per neighbour), never by a scan, and only the best matches spread their
 //! score.
 
@@ -34,7 +34,9 @@ const ASKING_KEEPS: f64 = 0.7;
 /// was chosen on and on the other half).
 const ASKED_PASSES: f64 = 2.0;
 /// The share the memory one further away gets (the neighbour's neighbour on the far side
-/// from the match): a question is often answered two turns on, after a remark.
+/// from the match) when it matched or joined already: a question is often answered two
+/// turns on, after a remark. It reorders; it brings no memory in on its own (a note two
+/// away from a match, holding no word of the query, is too weak a guess to fill a pack).
 const FAR_SHARE: f64 = 0.1;
 /// Neighbours further apart in time than this are not one thread.
 const SAME_THREAD_MILLIS: i64 = 60 * 60 * 1000;
@@ -109,11 +111,20 @@ pub(crate) async fn propagate(
         true => Vec::new(),
         false => store.adjacent_memories(&nearest).await?,
     };
+    let mut far_bonus: Vec<(String, f64)> = Vec::new();
     for far in far_side {
         for ring in rings.iter().filter(|ring| ring.near.id == far.of && ring.after == far.after) {
             if same_thread(&ring.near, &far.memory) && admits(filter, &far.memory) {
-                pass(far.memory.clone(), FAR_SHARE * ring.relevance);
+                far_bonus.push((far.memory.id.clone(), FAR_SHARE * ring.relevance));
             }
+        }
+    }
+    // The far side reorders what matched or joined; it brings nothing in on its own.
+    for (id, share) in far_bonus {
+        if let Some(bonus) = bonus.get_mut(&id) {
+            *bonus += share;
+        } else if positions.contains_key(&id) {
+            bonus.insert(id, share);
         }
     }
     ranked.extend(joining.into_iter().map(|memory| TextMatch { memory, relevance: 0.0 }));
@@ -193,12 +204,12 @@ mod tests {
             [
                 "Mel: did you run the Boston marathon?",
                 "Caroline: Yes! Four hours, and my knees still hurt.",
-                "Caroline: What a day that was.",
                 "Mel: The Boston trip was fun.",
             ],
             "the answer shares no word with the question but follows the best match in its \
-             thread, and the memory after it gets a smaller share; the note of another source \
-             before that match is not of the thread, and the weakest match passes nothing on"
+             thread (the memory after it, two from the match, is not brought in); the note of \
+             another source before that match is not of the thread, and the weakest match \
+             passes nothing on"
         );
         assert_eq!(
             contents(&engine, "makefiles").await,
