@@ -171,7 +171,7 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
     }
     if options.only_semantic || options.daemon {
         let (binary, _) = daemon::binary(options.rebuild_daemon)?;
-        semantic::figures(&mut report, &binary, &corpus, options.quick, options.calls).await;
+        semantic::figures(&mut report, &binary, &corpus, options).await;
         if options.only_semantic {
             return Ok(report);
         }

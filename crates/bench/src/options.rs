@@ -37,6 +37,8 @@ OPTIONS:
     --only-semantic      only the figures of semantic retrieval with the local model (daemon
                          RSS after embedding 3,000 and with 100,000 memories, hybrid search
                          over HTTP, hybrid context packs in process; semantic.rs)
+    --semantic-size N    memories with vectors in the semantic figures' large store
+                         [default: 100000; --quick: 10000]
     --rebuild-daemon     run `cargo build -p cairn-cli` first, even when the binary exists
     --keep               keep the data directory of the largest size (cairn.db) and print it
     --sample N           print N synthetic memories, tasks and queries, and exit
@@ -60,6 +62,8 @@ pub(crate) struct Options {
     pub(crate) postgres: Option<postgres::Target>,
     pub(crate) only_postgres: bool,
     pub(crate) only_semantic: bool,
+    /// Memories with vectors in the semantic figures' large store.
+    pub(crate) semantic_size: usize,
 }
 
 pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<Option<Options>> {
@@ -78,6 +82,7 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<O
         postgres: Some(postgres::Target::Started),
         only_postgres: false,
         only_semantic: false,
+        semantic_size: 100_000,
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -113,6 +118,9 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<O
             }
             "--only-postgres" => options.only_postgres = true,
             "--only-semantic" => options.only_semantic = true,
+            "--semantic-size" => {
+                options.semantic_size = number(&value("--semantic-size")?)? as usize
+            }
             "--keep" => options.keep = true,
             "--rebuild-daemon" => options.rebuild_daemon = true,
             "--sample" => options.sample = Some(number(&value("--sample")?)? as usize),
