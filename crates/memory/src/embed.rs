@@ -3,6 +3,9 @@
 //! that need no model.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher as _;
+
+use hashbrown::HashTable;
 
 use cairn_types::{Memory, Scope, Status, Timestamp};
 
@@ -96,7 +99,8 @@ pub trait VectorIndex: Send + Sync {
 #[derive(Debug)]
 pub struct FlatIndex {
     dimensions: usize,
-    ids: Vec<String>,
+    /// Each row's memory id: the one copy of it (`positions` hashes from here).
+    ids: Vec<Box<str>>,
     /// `dimensions` quantised components per row.
     rows: Vec<i8>,
     /// One per row: the factor that turns a row's bytes back into its vector.
@@ -108,7 +112,10 @@ pub struct FlatIndex {
     two_pass: TwoPass,
     /// One per row, in row order.
     labels: Vec<RowLabels>,
-    positions: HashMap<String, usize>,
+    /// Row numbers by id, hashed from `ids`: a million ids kept once, not twice (about 90
+    /// MB a million).
+    positions: HashTable<u32>,
+    hasher: std::hash::RandomState,
     /// Repository names, interned: a row holds an index into `repos`.
     repos: Vec<String>,
     repo_numbers: HashMap<String, u32>,
@@ -138,12 +145,19 @@ impl FlatIndex {
             signs: Vec::new(),
             two_pass: TwoPass::default(),
             labels: Vec::new(),
-            positions: HashMap::new(),
+            positions: HashTable::new(),
+            hasher: std::hash::RandomState::new(),
             repos: Vec::new(),
             repo_numbers: HashMap::new(),
             #[cfg(target_arch = "x86_64")]
             v3: pulp::x86::V3::try_new(),
         }
+    }
+
+    /// The row of `id`.
+    fn position(&self, id: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(id);
+        self.positions.find(hash, |&row| *self.ids[row as usize] == *id).map(|&row| row as usize)
     }
 
     fn row_labels(&mut self, labels: VectorLabels) -> RowLabels {
@@ -255,7 +269,10 @@ impl FlatIndex {
     fn best(&self, scored: Vec<(usize, f32)>, k: usize) -> Vec<(String, f32)> {
         let mut scored = keep_best(scored, k);
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-        scored.into_iter().map(|(position, score)| (self.ids[position].clone(), score)).collect()
+        scored
+            .into_iter()
+            .map(|(position, score)| (self.ids[position].to_string(), score))
+            .collect()
     }
 }
 
@@ -266,8 +283,8 @@ impl VectorIndex for FlatIndex {
         let (bytes, scale) = quantize(vector);
         let signs = signs(&bytes);
         let words = self.sign_words();
-        match self.positions.get(id) {
-            Some(&position) => {
+        match self.position(id) {
+            Some(position) => {
                 self.rows[position * self.dimensions..(position + 1) * self.dimensions]
                     .copy_from_slice(&bytes);
                 self.signs[position * words..(position + 1) * words].copy_from_slice(&signs);
@@ -275,8 +292,11 @@ impl VectorIndex for FlatIndex {
                 self.labels[position] = labels;
             }
             None => {
-                self.positions.insert(id.to_owned(), self.ids.len());
-                self.ids.push(id.to_owned());
+                let (hash, row) = (self.hasher.hash_one(id), self.ids.len() as u32);
+                let (ids, hasher) = (&self.ids, &self.hasher);
+                self.positions
+                    .insert_unique(hash, row, |&row| hasher.hash_one(&*ids[row as usize]));
+                self.ids.push(id.into());
                 self.rows.extend_from_slice(&bytes);
                 self.signs.extend_from_slice(&signs);
                 self.scales.push(scale);
@@ -286,13 +306,13 @@ impl VectorIndex for FlatIndex {
     }
 
     fn relabel(&mut self, id: &str, labels: VectorLabels) {
-        if let Some(&position) = self.positions.get(id) {
+        if let Some(position) = self.position(id) {
             self.labels[position] = self.row_labels(labels);
         }
     }
 
     fn labels(&self, id: &str) -> Option<VectorLabels> {
-        let row = self.labels[*self.positions.get(id)?];
+        let row = self.labels[self.position(id)?];
         Some(VectorLabels {
             repo: (row.repo != NO_REPO).then(|| self.repos[row.repo as usize].clone()),
             scope: row.scope,
@@ -302,10 +322,15 @@ impl VectorIndex for FlatIndex {
     }
 
     fn remove(&mut self, id: &str) {
-        let Some(position) = self.positions.remove(id) else { return };
+        let Some(position) = self.position(id) else { return };
+        let hash = self.hasher.hash_one(id);
+        if let Ok(entry) = self.positions.find_entry(hash, |&row| row as usize == position) {
+            entry.remove();
+        }
         let last = self.ids.len() - 1;
         if position != last {
-            let (dimensions, moved) = (self.dimensions, self.ids[last].clone());
+            let dimensions = self.dimensions;
+            let moved = self.hasher.hash_one(&*self.ids[last]);
             self.rows
                 .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
             let words = self.sign_words();
@@ -313,7 +338,9 @@ impl VectorIndex for FlatIndex {
             self.ids.swap(position, last);
             self.scales.swap(position, last);
             self.labels.swap(position, last);
-            self.positions.insert(moved, position);
+            if let Some(row) = self.positions.find_mut(moved, |&row| row as usize == last) {
+                *row = position as u32;
+            }
         }
         self.ids.pop();
         self.scales.pop();
@@ -362,7 +389,7 @@ impl VectorIndex for FlatIndex {
         if query.len() != self.dimensions {
             return None;
         }
-        let position = *self.positions.get(id)?;
+        let position = self.position(id)?;
         let (query, query_scale) = quantize(query);
         let row = &self.rows[position * self.dimensions..(position + 1) * self.dimensions];
         Some(dot_i8(row, &query) as f32 * self.scales[position] * query_scale)
@@ -727,6 +754,32 @@ mod tests {
     }
 
     #[test]
+    fn every_id_finds_its_own_row_through_upserts_and_removals() {
+        let embedder = HashingEmbedder::new(16);
+        let mut index = FlatIndex::new(16);
+        let mut held: HashMap<String, Scope> = HashMap::new();
+        let mut rng = cairn_test_support::rng::Rng::new(31);
+        for step in 0..3_000 {
+            let id = format!("mem_{}", rng.below(400));
+            if rng.below(3) == 0 {
+                index.remove(&id);
+                held.remove(&id);
+            } else {
+                let scope = [Scope::User, Scope::Repo, Scope::Task][step % 3];
+                index.upsert(&id, &embedder.embed_one(&id), labels(None, scope));
+                held.insert(id, scope);
+            }
+        }
+        assert_eq!(index.len(), held.len());
+        for (id, scope) in &held {
+            assert_eq!(index.labels(id), Some(labels(None, *scope)), "{id}");
+            let own = index.similarity(&embedder.embed_one(id), id).unwrap();
+            assert!((own - 1.0).abs() < 0.02, "{id}'s row is its own vector: {own}");
+        }
+        assert_eq!(index.labels("mem_400"), None);
+    }
+
+    #[test]
     fn filters_apply_before_the_top_k_cut() {
         let embedder = HashingEmbedder::new(64);
         let mut index = FlatIndex::new(64);
@@ -891,7 +944,7 @@ mod tests {
             exact.sort_by(|a, b| b.1.total_cmp(&a.1));
             for (row, _) in &exact[..k] {
                 wanted += 1;
-                found += usize::from(hits.iter().any(|(id, _)| *id == index.ids[*row]));
+                found += usize::from(hits.iter().any(|(id, _)| **id == *index.ids[*row]));
             }
         }
         let recall = found as f64 / wanted as f64;
