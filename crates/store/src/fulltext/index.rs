@@ -359,22 +359,21 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
     /// How many live documents the filter admits, from counts kept by label (a sum over
     /// the label combinations held, a few dozen: no document is read).
     pub fn count(&self, filter: &LabelFilter) -> u64 {
-        let repo = match filter.repo.as_deref() {
-            None => None,
-            Some(repo) => match self.repos.get(repo.to_ascii_lowercase().as_str()) {
-                Some(&number) => Some(number),
-                None => return 0,
-            },
-        };
+        let Some(repo) = self.wanted_repo(filter) else { return 0 };
         self.by_labels
             .iter()
-            .filter(|((scope, status, number), _)| {
-                filter.scope.is_none_or(|wanted| wanted == *scope)
-                    && filter.status.is_none_or(|wanted| wanted == *status)
-                    && repo.is_none_or(|wanted| wanted == *number)
-            })
+            .filter(|((scope, status, number), _)| admits(filter, repo, *scope, *status, *number))
             .map(|(_, count)| count)
             .sum()
+    }
+
+    /// The number of the repository `filter` names (`Some(None)` when it names none);
+    /// `None` when it names one no document has: nothing is admitted.
+    fn wanted_repo(&self, filter: &LabelFilter) -> Option<Option<u32>> {
+        match filter.repo.as_deref() {
+            None => Some(None),
+            Some(repo) => self.repos.get(repo.to_ascii_lowercase().as_str()).map(|&n| Some(n)),
+        }
     }
 
     fn repo_number(&mut self, repo: Option<&str>) -> u32 {
@@ -391,24 +390,17 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         if k == 0 || self.slots.is_empty() {
             return Vec::new();
         }
-        let repo = match filter.repo.as_deref() {
-            None => None,
-            Some(repo) => match self.repos.get(repo.to_ascii_lowercase().as_str()) {
-                Some(&number) => Some(number),
-                None => return Vec::new(),
-            },
-        };
+        let Some(repo) = self.wanted_repo(filter) else { return Vec::new() };
         let filtered = filter.scope.is_some() || filter.status.is_some() || repo.is_some();
         // The document's length when it is live (`lengths` says) and admitted (its record is
         // read only when there is a filter).
         let admitted = |slot: u32| -> Option<u32> {
             let length = u32::from(self.lengths[slot as usize]).checked_sub(1)?;
-            let doc = || &self.docs[slot as usize];
-            let admits = !filtered
-                || (filter.scope.is_none_or(|scope| scope == doc().scope)
-                    && filter.status.is_none_or(|status| status == doc().status)
-                    && repo.is_none_or(|repo| repo == doc().repo));
-            admits.then_some(length)
+            let admitted = !filtered || {
+                let doc = &self.docs[slot as usize];
+                admits(filter, repo, doc.scope, doc.status, doc.repo)
+            };
+            admitted.then_some(length)
         };
         let mut counted: Vec<(String, u32)> = Vec::new();
         for token in words.iter().flat_map(|word| tokenize(word)) {
@@ -614,6 +606,20 @@ impl Ord for Hit {
     fn cmp(&self, other: &Hit) -> Ordering {
         self.score.total_cmp(&other.score).then(other.slot.cmp(&self.slot))
     }
+}
+
+/// Whether a document of these labels passes `filter`, whose repository is `repo` (its
+/// number, from [`TextIndex::wanted_repo`]).
+fn admits(
+    filter: &LabelFilter,
+    repo: Option<u32>,
+    scope: Scope,
+    status: Status,
+    number: u32,
+) -> bool {
+    filter.scope.is_none_or(|wanted| wanted == scope)
+        && filter.status.is_none_or(|wanted| wanted == status)
+        && repo.is_none_or(|wanted| wanted == number)
 }
 
 #[cfg(test)]
