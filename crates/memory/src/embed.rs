@@ -154,6 +154,11 @@ impl FlatIndex {
         }
     }
 
+    /// The quantised components of the row at `position`.
+    fn row(&self, position: usize) -> &[i8] {
+        &self.rows[position * self.dimensions..(position + 1) * self.dimensions]
+    }
+
     /// The row of `id`.
     fn position(&self, id: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(id);
@@ -258,8 +263,8 @@ impl FlatIndex {
             .into_vec()
             .into_iter()
             .map(|(position, _)| {
-                let row = &self.rows[position * self.dimensions..(position + 1) * self.dimensions];
-                (position, dot_i8(row, &query.bytes) as f32 * self.scales[position] * scale)
+                let dot = dot_i8(self.row(position), &query.bytes);
+                (position, dot as f32 * self.scales[position] * scale)
             })
             .collect();
         keep_best(scored, k)
@@ -322,11 +327,11 @@ impl VectorIndex for FlatIndex {
     }
 
     fn remove(&mut self, id: &str) {
-        let Some(position) = self.position(id) else { return };
-        let hash = self.hasher.hash_one(id);
-        if let Ok(entry) = self.positions.find_entry(hash, |&row| row as usize == position) {
-            entry.remove();
-        }
+        let (ids, hash) = (&self.ids, self.hasher.hash_one(id));
+        let Ok(entry) = self.positions.find_entry(hash, |&row| *ids[row as usize] == *id) else {
+            return;
+        };
+        let position = entry.remove().0 as usize;
         let last = self.ids.len() - 1;
         if position != last {
             let dimensions = self.dimensions;
@@ -391,8 +396,7 @@ impl VectorIndex for FlatIndex {
         }
         let position = self.position(id)?;
         let (query, query_scale) = quantize(query);
-        let row = &self.rows[position * self.dimensions..(position + 1) * self.dimensions];
-        Some(dot_i8(row, &query) as f32 * self.scales[position] * query_scale)
+        Some(dot_i8(self.row(position), &query) as f32 * self.scales[position] * query_scale)
     }
 
     fn len(&self) -> usize {
@@ -937,8 +941,7 @@ mod tests {
             let mut exact: Vec<(usize, f32)> = (0..index.len())
                 .filter(|&row| filter.admits(&index.labels(&index.ids[row]).unwrap()))
                 .map(|row| {
-                    let bytes = &index.rows[row * dimensions..(row + 1) * dimensions];
-                    (row, dot_i8(bytes, &query_bytes.bytes) as f32 * index.scales[row])
+                    (row, dot_i8(index.row(row), &query_bytes.bytes) as f32 * index.scales[row])
                 })
                 .collect();
             exact.sort_by(|a, b| b.1.total_cmp(&a.1));
