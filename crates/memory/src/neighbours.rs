@@ -8,9 +8,9 @@
 //! (neighbouring turns' context lifts recall by several points in published ablations on
 //! conversational memory). The store says which side a neighbour is on: the memory after one
 //! that asks gets more (it most often answers), and the memory one further on gets a little
-//! when it is a candidate already (an answer two turns on, after a remark). The neighbours are read by index lookups (two
-//! per match and two per neighbour), never by a scan, and only the best matches spread their
-//! score.
+//! when it is a candidate already (an answer two turns on, after a remark). The neighbours
+//! are read by index lookups (two per match and two per neighbour), never by a scan, and
+//! only the best matches spread their score.
 
 use std::collections::HashMap;
 
@@ -111,20 +111,16 @@ pub(crate) async fn propagate(
         true => Vec::new(),
         false => store.adjacent_memories(&nearest).await?,
     };
-    let mut far_bonus: Vec<(String, f64)> = Vec::new();
     for far in far_side {
+        // The far side reorders what matched or joined; it brings nothing in on its own.
+        let id = &far.memory.id;
+        if !positions.contains_key(id) && !bonus.contains_key(id) {
+            continue;
+        }
         for ring in rings.iter().filter(|ring| ring.near.id == far.of && ring.after == far.after) {
             if same_thread(&ring.near, &far.memory) && admits(filter, &far.memory) {
-                far_bonus.push((far.memory.id.clone(), FAR_SHARE * ring.relevance));
+                *bonus.entry(id.clone()).or_default() += FAR_SHARE * ring.relevance;
             }
-        }
-    }
-    // The far side reorders what matched or joined; it brings nothing in on its own.
-    for (id, share) in far_bonus {
-        if let Some(bonus) = bonus.get_mut(&id) {
-            *bonus += share;
-        } else if positions.contains_key(&id) {
-            bonus.insert(id, share);
         }
     }
     ranked.extend(joining.into_iter().map(|memory| TextMatch { memory, relevance: 0.0 }));
