@@ -15,6 +15,7 @@ use cairn_store::{
 };
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 
 use crate::rows::{
     EVIDENCE_COLUMNS, MEMORY_COLUMNS, OUTCOME_COLUMNS, StoredMemory, evidence_from_row, execute,
@@ -589,8 +590,8 @@ impl MemoryStore for PgStore {
                     Label::Status => format!("m.status = ${n}"),
                     Label::Repo => format!("lower(m.repo) = lower(${n})"),
                 });
-                let mut parameters: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                    values.iter().map(|value| value as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+                let mut parameters: Vec<&(dyn ToSql + Sync)> =
+                    values.iter().map(|value| value as &(dyn ToSql + Sync)).collect();
                 // Every live memory: the count kept in `memory_counts`; else the count of
                 // the rows the filter's labels select through their indexes.
                 let total = if filter.is_every_live_memory() {
@@ -602,7 +603,7 @@ impl MemoryStore for PgStore {
                 };
                 let (limit, offset) = (i64::from(limit), i64::try_from(offset).unwrap_or(i64::MAX));
                 let (at_limit, at_offset) = (values.len() + 1, values.len() + 2);
-                parameters.extend([&limit as &(dyn tokio_postgres::types::ToSql + Sync), &offset]);
+                parameters.extend([&limit as &(dyn ToSql + Sync), &offset]);
                 let rows = query(
                     tx,
                     &format!(
