@@ -201,9 +201,12 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let mut conversations: Vec<Value> =
         serde_json::from_str(&text).context("not a LoCoMo or LongMemEval JSON file")?;
     drop(text);
+    let (embedder, cache) = embedder(&options)?;
+    eprintln!(
+        "embedder: {}",
+        embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned())
+    );
     if crate::longmemeval::is_longmemeval(&conversations) {
-        let (embedder, cache) = embedder(&options)?;
-        eprintln!("LongMemEval; embedder: {}", embedder.as_ref().map_or("none", |e| e.model()));
         crate::longmemeval::run(&options, conversations, &embedder).await?;
         if let Some(cache) = &cache {
             cache.save()?;
@@ -218,11 +221,6 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         );
         conversations = keep.iter().map(|number| conversations[number - 1].clone()).collect();
     }
-    let (embedder, cache) = embedder(&options)?;
-    eprintln!(
-        "embedder: {}",
-        embedder.as_ref().map_or("none (full text only)".to_owned(), |e| e.model().to_owned())
-    );
     if options.http {
         let model_dir = options.model_dir.clone().or_else(default_model_dir);
         crate::eval_http::run(&conversations, model_dir.as_deref()).await?;
@@ -406,8 +404,8 @@ async fn evaluate(
                 let hits = engine.search(query).await?;
                 latencies.entry(*mode).or_default().push(started.elapsed().as_secs_f64() * 1e3);
                 let ranked: Vec<String> = hits.hits.into_iter().map(|hit| hit.memory.id).collect();
-                let missed = !ranked.iter().take(5).any(|id| question.evidence.contains(id));
-                if options.misses.is_some() && Some(mode) == modes.last() && missed {
+                let missed = || !ranked.iter().take(5).any(|id| question.evidence.contains(id));
+                if options.misses.is_some() && Some(mode) == modes.last() && missed() {
                     misses.push_str(&miss(question, &ranked, &texts));
                 }
                 scores.entry(*mode).or_default().add(

@@ -126,10 +126,10 @@ pub async fn listing(
     rng: &mut Rng,
     calls: usize,
 ) -> anyhow::Result<Latencies> {
+    let pick_scope = |rng: &mut Rng| Scope::ALL[rng.below(Scope::ALL.len())];
+    let pick_status = |rng: &mut Rng| Status::ALL[rng.below(Status::ALL.len())];
     let mut samples = Vec::with_capacity(calls);
     for call in 0..calls + WARM_UP_LISTINGS {
-        let pick_scope = |rng: &mut Rng| Scope::ALL[rng.below(Scope::ALL.len())];
-        let pick_status = |rng: &mut Rng| Status::ALL[rng.below(Status::ALL.len())];
         let mut query = MemoryListQuery { limit: Some(50), ..MemoryListQuery::default() };
         match call % 5 {
             0 => query.scope = Some(pick_scope(rng)),

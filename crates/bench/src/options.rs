@@ -157,7 +157,8 @@ pub(crate) fn sizes(text: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 /// `eval --data FILE [--model-dir DIR] [--hashing] [--budget N] [--embedding-cache FILE]
-/// [--http] [--shared] [--conversations LIST] [--misses FILE] [--questions N] [--postgres | --database-url URL]`.
+/// [--http] [--shared] [--conversations LIST] [--misses FILE] [--questions N]
+/// [--postgres | --database-url URL]`.
 pub(crate) fn eval_options(args: &[String]) -> anyhow::Result<eval::EvalOptions> {
     let mut options = eval::EvalOptions {
         data: PathBuf::new(),
