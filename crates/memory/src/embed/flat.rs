@@ -1,115 +1,37 @@
-//! Semantic retrieval's moving parts: the [`Embedder`] trait (models that turn text into
-//! vectors), the in-memory [`VectorIndex`], and a deterministic [`HashingEmbedder`] for tests
-//! that need no model.
+//! The vector index: int8 rows in one matrix, scanned whole while the index is small and
+//! through a coarse quantiser's lists once it is large ([`lists`]).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher as _;
 
 use hashbrown::HashTable;
 
-use cairn_types::{Memory, Scope, Status, Timestamp};
+use cairn_types::{Scope, Status, Timestamp};
 
-/// Why embedding failed.
-#[derive(Debug, thiserror::Error)]
-#[error("embedding failed: {0}")]
-pub struct EmbedError(pub String);
+use super::{VectorFilter, VectorIndex, VectorLabels, quantize, query_join};
 
-/// A model that turns texts into unit-length vectors.
-#[async_trait::async_trait]
-pub trait Embedder: Send + Sync {
-    /// The model's name, stored with each vector: vectors of different models never mix.
-    fn model(&self) -> &str;
+mod lists;
 
-    fn dimensions(&self) -> usize;
+use lists::Lists;
 
-    /// One unit-length vector per text, in order.
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
-}
-
-/// What an index keeps of a vector's memory besides the vector, so that a search filters
-/// before its top-k cut rather than after it. A cache of the store's truth: the engine checks
-/// every hit against the store and corrects the labels it finds stale.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VectorLabels {
-    pub repo: Option<String>,
-    pub scope: Scope,
-    pub status: Status,
-    /// The memory's `updatedAt` the labels were read at.
-    pub version: Timestamp,
-}
-
-impl VectorLabels {
-    pub fn of(memory: &Memory) -> VectorLabels {
-        VectorLabels {
-            repo: memory.repo.clone(),
-            scope: memory.scope,
-            status: memory.status,
-            version: memory.updated_at,
-        }
-    }
-}
-
-/// Which vectors a search may return (`None` admits any).
-#[derive(Debug, Clone, Default)]
-pub struct VectorFilter {
-    pub scope: Option<Scope>,
-    pub status: Option<Status>,
-    /// The repository rule of retrieval: this repository's memories and those of none.
-    pub repo: Option<String>,
-}
-
-impl VectorFilter {
-    pub fn admits(&self, labels: &VectorLabels) -> bool {
-        self.scope.is_none_or(|scope| scope == labels.scope)
-            && self.status.is_none_or(|status| status == labels.status)
-            && crate::repo_admits(self.repo.as_deref(), labels.repo.as_deref())
-    }
-}
-
-/// Nearest-neighbour search over unit vectors by dot product (cosine similarity). Behind a
-/// trait so another index can replace the flat one. Its similarities may be approximate
-/// (within about 0.002 for [`FlatIndex`]'s int8 rows): callers that need exact ones score
-/// the candidates again from the stored vectors.
-pub trait VectorIndex: Send + Sync {
-    fn upsert(&mut self, id: &str, vector: &[f32], labels: VectorLabels);
-    /// Replaces a vector's labels; nothing happens when the index lacks it.
-    fn relabel(&mut self, id: &str, labels: VectorLabels);
-    fn labels(&self, id: &str) -> Option<VectorLabels>;
-    fn remove(&mut self, id: &str);
-    /// The `k` most similar ids among those `filter` admits, most similar first, with their
-    /// similarity (found approximately by a large [`FlatIndex`]: see its two passes).
-    fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)>;
-    /// The similarity of one memory's vector to `query`; `None` when the index lacks it.
-    fn similarity(&self, query: &[f32], id: &str) -> Option<f32>;
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Brute-force search over one contiguous matrix of int8 rows: a vector is kept as 384 signed
-/// bytes and one scale (its largest component over 127), a quarter of its `f32` size (38 MB
-/// instead of 150 MB at 100,000 vectors), and a search reads a quarter of the bytes. The
-/// query is quantised the same way and each admitted row scored by an integer dot product;
-/// the similarities are within about 0.002 of the exact ones (see
+/// Search over one contiguous matrix of int8 rows: a vector is kept as 384 signed bytes and
+/// one scale (its largest component over 127), a quarter of its `f32` size (38 MB instead of
+/// 150 MB at 100,000 vectors), and a search reads a quarter of the bytes. The query is
+/// quantised the same way and each admitted row scored by an integer dot product; the
+/// similarities are within about 0.002 of the exact ones (see
 /// `int8_similarities_stay_close_to_exact_ones`), so callers rank a wider shortlist exactly.
-/// From 200,000 rows a search compares the rows' signs first and computes the products of
-/// the nearest only ([`FlatIndex::scan_signs_first`]): approximate, measured in
-/// docs/retrieval.md.
+/// Under [`Probe::from`] rows a search scores every admitted row; from there the rows are
+/// grouped into lists around centroids (an inverted file, [`Lists`]) and a search scores the
+/// rows of the lists nearest the query only: approximate, measured in docs/retrieval.md.
 #[derive(Debug)]
 pub struct FlatIndex {
     dimensions: usize,
     /// Each row's memory id: the one copy of it (`positions` hashes from here).
-    ids: Vec<Box<str>>,
+    ids: Ids,
     /// `dimensions` quantised components per row.
     rows: Vec<i8>,
     /// One per row: the factor that turns a row's bytes back into its vector.
     scales: Vec<f32>,
-    /// Each row's signs, a bit a component (`SIGN_WORDS` words a row): the first pass of a
-    /// search of a large index (see [`FlatIndex::search`]).
-    signs: Vec<u64>,
-    /// When a search compares signs first, and how many rows it keeps from that pass.
-    two_pass: TwoPass,
     /// One per row, in row order.
     labels: Vec<RowLabels>,
     /// Row numbers by id, hashed from `ids`: a million ids kept once, not twice (about 90
@@ -119,9 +41,57 @@ pub struct FlatIndex {
     /// Repository names, interned: a row holds an index into `repos`.
     repos: Vec<String>,
     repo_numbers: HashMap<String, u32>,
-    /// AVX2 when the CPU has it (checked once).
-    #[cfg(target_arch = "x86_64")]
-    v3: Option<pulp::x86::V3>,
+    /// The rows' lists, once the index has [`Probe::from`] rows.
+    lists: Option<Lists>,
+    probe: Probe,
+    simd: Simd,
+}
+
+/// The rows' ids, in one buffer: a million ids as a million heap strings took about 64 MB,
+/// here about 38. A removed id's bytes stay until they are half the buffer, which is then
+/// written again without them.
+#[derive(Debug, Default)]
+struct Ids {
+    text: String,
+    /// Each row's id: where it starts in `text`, and its length.
+    spans: Vec<(u32, u32)>,
+    /// Bytes of `text` no row points at.
+    unused: usize,
+}
+
+impl Ids {
+    fn get(&self, row: u32) -> &str {
+        let (start, length) = self.spans[row as usize];
+        &self.text[start as usize..(start + length) as usize]
+    }
+
+    fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn push(&mut self, id: &str) {
+        self.spans.push((self.text.len() as u32, id.len() as u32));
+        self.text.push_str(id);
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.spans.swap(a, b);
+    }
+
+    /// Forgets the last row's id.
+    fn pop(&mut self) {
+        let Some((_, length)) = self.spans.pop() else { return };
+        self.unused += length as usize;
+        if self.unused > self.text.len() / 2 {
+            let mut text = String::with_capacity(self.text.len() - self.unused);
+            for span in &mut self.spans {
+                let start = text.len() as u32;
+                text.push_str(&self.text[span.0 as usize..(span.0 + span.1) as usize]);
+                span.0 = start;
+            }
+            (self.text, self.unused) = (text, 0);
+        }
+    }
 }
 
 /// A row's labels as the scan reads them: the repository interned (`NO_REPO` for none).
@@ -135,22 +105,45 @@ struct RowLabels {
 
 const NO_REPO: u32 = u32::MAX;
 
+/// When a search goes through lists, and how many it reads. Measured on 1,000,000 vectors
+/// made from all-MiniLM-L6-v2's (docs/retrieval.md, "Vectors at a million").
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    /// Rows from which the index keeps lists: under it a search scores every admitted row
+    /// (100,000 rows take about 2 ms on two threads).
+    from: usize,
+    /// Rows a list holds on average when the lists are made.
+    rows_per_list: usize,
+    /// Lists a search reads at least: the nearest to the query.
+    lists: usize,
+}
+
+impl Default for Probe {
+    fn default() -> Probe {
+        Probe { from: 200_000, rows_per_list: 2_000, lists: 12 }
+    }
+}
+
+/// Rows from which a scan runs on two threads: under it, the scan (a few tens of µs a
+/// thousand rows on one thread: 100,000 took 4.4 ms under load, 2.15 ms idle on two) stays
+/// under a millisecond, not worth the other thread's wake-up.
+const PARALLEL_ROWS: usize = 20_000;
+
 impl FlatIndex {
     pub fn new(dimensions: usize) -> FlatIndex {
         FlatIndex {
             dimensions,
-            ids: Vec::new(),
+            ids: Ids::default(),
             rows: Vec::new(),
             scales: Vec::new(),
-            signs: Vec::new(),
-            two_pass: TwoPass::default(),
             labels: Vec::new(),
             positions: HashTable::new(),
             hasher: std::hash::RandomState::new(),
             repos: Vec::new(),
             repo_numbers: HashMap::new(),
-            #[cfg(target_arch = "x86_64")]
-            v3: pulp::x86::V3::try_new(),
+            lists: None,
+            probe: Probe::default(),
+            simd: simd(),
         }
     }
 
@@ -162,7 +155,7 @@ impl FlatIndex {
     /// The row of `id`.
     fn position(&self, id: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(id);
-        self.positions.find(hash, |&row| *self.ids[row as usize] == *id).map(|&row| row as usize)
+        self.positions.find(hash, |&row| self.ids.get(row) == id).map(|&row| row as usize)
     }
 
     fn row_labels(&mut self, labels: VectorLabels) -> RowLabels {
@@ -182,92 +175,60 @@ impl FlatIndex {
         RowLabels { repo, scope: labels.scope, status: labels.status, version: labels.version }
     }
 
-    /// The `k` best admitted rows of `rows`, in no order, with their similarity to `query`.
-    fn scan(
+    /// Offers each admitted row of `positions` to `best`, scored against `query`; returns
+    /// how many were admitted.
+    fn score(
         &self,
-        rows: std::ops::Range<usize>,
+        positions: impl Iterator<Item = usize>,
         query: &Query,
         admits: &impl Fn(&RowLabels) -> bool,
-        k: usize,
-    ) -> Vec<(usize, f32)> {
-        let mut best = Best::new(k, rows.len());
-        let first = rows.start;
-        let rows = self.rows[rows.start * self.dimensions..rows.end * self.dimensions]
-            .chunks_exact(self.dimensions)
-            .zip(&self.labels[rows.clone()])
-            .zip(&self.scales[rows]);
-        let scale = query.scale;
+        best: &mut Best,
+    ) -> usize {
+        let mut admitted = 0;
         #[cfg(target_arch = "x86_64")]
-        if let Some(simd) = self.v3 {
-            // pulp runs the closure in a function compiled with AVX2 enabled.
+        if let Some(simd) = self.simd {
             simd.vectorize(|| {
-                for (offset, ((row, labels), row_scale)) in rows.enumerate() {
-                    if admits(labels) {
-                        let dot = avx2::dot(simd, row, &query.blocks);
-                        best.offer(first + offset, dot as f32 * row_scale * scale);
+                for position in positions {
+                    if admits(&self.labels[position]) {
+                        admitted += 1;
+                        let dot = avx2::dot(simd, self.row(position), &query.blocks);
+                        best.offer(position, dot as f32 * self.scales[position] * query.scale);
                     }
                 }
             });
-            return best.into_vec();
+            return admitted;
         }
-        for (offset, ((row, labels), row_scale)) in rows.enumerate() {
-            if admits(labels) {
-                let dot = dot_i8(row, &query.bytes);
-                best.offer(first + offset, dot as f32 * row_scale * scale);
+        for position in positions {
+            if admits(&self.labels[position]) {
+                admitted += 1;
+                let dot = dot_i8(self.row(position), &query.bytes);
+                best.offer(position, dot as f32 * self.scales[position] * query.scale);
             }
         }
-        best.into_vec()
+        admitted
     }
 
-    fn sign_words(&self) -> usize {
-        self.dimensions.div_ceil(64)
-    }
-
-    /// [`FlatIndex::scan`] in two passes, for a large index: first every admitted row's
-    /// signs against the query's (the Hamming distance: 48 bytes a row for 384 dimensions,
-    /// an eighth of the int8 row), keeping the nearest ([`TwoPass`]: 40 a hit wanted, at
-    /// least 2,000); then those rows' int8 dot products, keeping the best `k`.
-    fn scan_signs_first(
+    /// The `k` best admitted rows of all, in no order: every row scored, in two halves on
+    /// two threads for a large index (each keeps its own best `k`, and the best of both are
+    /// the best of all).
+    fn scan(
         &self,
-        rows: std::ops::Range<usize>,
         query: &Query,
-        admits: &impl Fn(&RowLabels) -> bool,
+        admits: &(impl Fn(&RowLabels) -> bool + Sync),
         k: usize,
     ) -> Vec<(usize, f32)> {
-        let words = self.sign_words();
-        let shortlist = (k * self.two_pass.per_hit).max(self.two_pass.least);
-        let mut nearest = Best::new(shortlist, rows.len());
-        let first = rows.start;
-        let pass = |nearest: &mut Best| {
-            let rows = self.signs[rows.start * words..rows.end * words]
-                .chunks_exact(words)
-                .zip(&self.labels[rows.clone()]);
-            for (offset, (row, labels)) in rows.enumerate() {
-                if admits(labels) {
-                    let distance: u32 =
-                        row.iter().zip(&query.signs).map(|(a, b)| (a ^ b).count_ones()).sum();
-                    nearest.offer(first + offset, -(distance as f32));
-                }
-            }
+        let rows = self.ids.len();
+        let half = |range: std::ops::Range<usize>| {
+            let mut best = Best::new(k, range.len());
+            self.score(range, query, admits, &mut best);
+            best.into_vec()
         };
-        #[cfg(target_arch = "x86_64")]
-        match self.v3 {
-            // With AVX2 comes POPCNT: one instruction a word.
-            Some(simd) => simd.vectorize(|| pass(&mut nearest)),
-            None => pass(&mut nearest),
+        if rows < PARALLEL_ROWS {
+            return half(0..rows);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        pass(&mut nearest);
-        let scale = query.scale;
-        let scored = nearest
-            .into_vec()
-            .into_iter()
-            .map(|(position, _)| {
-                let dot = dot_i8(self.row(position), &query.bytes);
-                (position, dot as f32 * self.scales[position] * scale)
-            })
-            .collect();
-        keep_best(scored, k)
+        let (mut first, second) = query_join(|| half(0..rows / 2), || half(rows / 2..rows));
+        first.extend(second);
+        first
     }
 
     /// The `k` best of the scored rows, best first, with their ids.
@@ -276,8 +237,71 @@ impl FlatIndex {
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
         scored
             .into_iter()
-            .map(|(position, score)| (self.ids[position].to_string(), score))
+            .map(|(position, score)| (self.ids.get(position as u32).to_owned(), score))
             .collect()
+    }
+
+    /// Makes the lists when the index reaches [`Probe::from`] rows, and again each time it
+    /// doubles (so that lists stay near [`Probe::rows_per_list`] long); drops them when it
+    /// shrinks under half of that. Puts each list's rows next to each other again when an
+    /// eighth of the rows are out of place.
+    fn organise(&mut self) {
+        let rows = self.ids.len();
+        let due = match &self.lists {
+            None => rows >= self.probe.from,
+            Some(lists) => rows >= 2 * lists.trained_on(),
+        };
+        if due {
+            let mut lists = Lists::train(self);
+            self.permute(&lists.order());
+            lists.renumber();
+            self.lists = Some(lists);
+        } else if rows < self.probe.from / 2 {
+            self.lists = None;
+        } else if let Some(mut lists) = self.lists.take() {
+            if lists.out_of_place() > rows / 8 {
+                self.permute(&lists.order());
+                lists.renumber();
+            }
+            self.lists = Some(lists);
+        }
+    }
+
+    /// Reorders the rows so that the row at `order[i]` comes to `i`: swaps along each cycle
+    /// of the permutation, in place (a copy of a million rows would be 400 MB more for a
+    /// moment), then hashes the ids' new rows.
+    fn permute(&mut self, order: &[u32]) {
+        let mut done = vec![false; order.len()];
+        for start in 0..order.len() {
+            let mut at = start;
+            done[at] = true;
+            loop {
+                let next = order[at] as usize;
+                if done[next] {
+                    break;
+                }
+                self.swap_rows(at, next);
+                done[next] = true;
+                at = next;
+            }
+        }
+        self.positions.clear();
+        let (ids, hasher) = (&self.ids, &self.hasher);
+        for row in 0..ids.len() as u32 {
+            self.positions.insert_unique(hasher.hash_one(ids.get(row)), row, |&row| {
+                hasher.hash_one(ids.get(row))
+            });
+        }
+    }
+
+    fn swap_rows(&mut self, a: usize, b: usize) {
+        let dimensions = self.dimensions;
+        let (low, high) = (a.min(b), a.max(b));
+        let (head, tail) = self.rows.split_at_mut(high * dimensions);
+        head[low * dimensions..(low + 1) * dimensions].swap_with_slice(&mut tail[..dimensions]);
+        self.ids.swap(a, b);
+        self.scales.swap(a, b);
+        self.labels.swap(a, b);
     }
 }
 
@@ -286,26 +310,30 @@ impl VectorIndex for FlatIndex {
         assert_eq!(vector.len(), self.dimensions, "vectors of one index share their dimensions");
         let labels = self.row_labels(labels);
         let (bytes, scale) = quantize(vector);
-        let signs = signs(&bytes);
-        let words = self.sign_words();
         match self.position(id) {
             Some(position) => {
                 self.rows[position * self.dimensions..(position + 1) * self.dimensions]
                     .copy_from_slice(&bytes);
-                self.signs[position * words..(position + 1) * words].copy_from_slice(&signs);
                 self.scales[position] = scale;
                 self.labels[position] = labels;
+                if let Some(mut lists) = self.lists.take() {
+                    lists.place(self, position);
+                    self.lists = Some(lists);
+                }
             }
             None => {
                 let (hash, row) = (self.hasher.hash_one(id), self.ids.len() as u32);
                 let (ids, hasher) = (&self.ids, &self.hasher);
-                self.positions
-                    .insert_unique(hash, row, |&row| hasher.hash_one(&*ids[row as usize]));
-                self.ids.push(id.into());
+                self.positions.insert_unique(hash, row, |&row| hasher.hash_one(ids.get(row)));
+                self.ids.push(id);
                 self.rows.extend_from_slice(&bytes);
-                self.signs.extend_from_slice(&signs);
                 self.scales.push(scale);
                 self.labels.push(labels);
+                if let Some(mut lists) = self.lists.take() {
+                    lists.place(self, row as usize);
+                    self.lists = Some(lists);
+                }
+                self.organise();
             }
         }
     }
@@ -328,18 +356,19 @@ impl VectorIndex for FlatIndex {
 
     fn remove(&mut self, id: &str) {
         let (ids, hash) = (&self.ids, self.hasher.hash_one(id));
-        let Ok(entry) = self.positions.find_entry(hash, |&row| *ids[row as usize] == *id) else {
+        let Ok(entry) = self.positions.find_entry(hash, |&row| ids.get(row) == id) else {
             return;
         };
         let position = entry.remove().0 as usize;
         let last = self.ids.len() - 1;
+        if let Some(lists) = &mut self.lists {
+            lists.remove(position, last);
+        }
         if position != last {
             let dimensions = self.dimensions;
-            let moved = self.hasher.hash_one(&*self.ids[last]);
+            let moved = self.hasher.hash_one(self.ids.get(last as u32));
             self.rows
                 .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
-            let words = self.sign_words();
-            self.signs.copy_within(last * words..(last + 1) * words, position * words);
             self.ids.swap(position, last);
             self.scales.swap(position, last);
             self.labels.swap(position, last);
@@ -351,7 +380,7 @@ impl VectorIndex for FlatIndex {
         self.scales.pop();
         self.labels.pop();
         self.rows.truncate(last * self.dimensions);
-        self.signs.truncate(last * self.sign_words());
+        self.organise();
     }
 
     fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)> {
@@ -369,23 +398,9 @@ impl VectorIndex for FlatIndex {
                 && repo.is_none_or(|wanted| row.repo == NO_REPO || Some(row.repo) == wanted)
         };
         let query = Query::new(query);
-        // A large index is scanned in two halves on two threads: each keeps its own best `k`,
-        // and the best of both are the best of all.
-        let rows = self.ids.len();
-        let scan = |range: std::ops::Range<usize>| {
-            if rows < self.two_pass.from {
-                self.scan(range, &query, &admits, k)
-            } else {
-                self.scan_signs_first(range, &query, &admits, k)
-            }
-        };
-        let scored = if rows < PARALLEL_ROWS {
-            scan(0..rows)
-        } else {
-            let middle = rows / 2;
-            let (mut first, second) = query_join(|| scan(0..middle), || scan(middle..rows));
-            first.extend(second);
-            first
+        let scored = match &self.lists {
+            Some(lists) => lists.search(self, &query, &admits, k),
+            None => self.scan(&query, &admits, k),
         };
         self.best(scored, k)
     }
@@ -404,146 +419,23 @@ impl VectorIndex for FlatIndex {
     }
 }
 
-/// A deterministic embedder with no model: words and word pairs hashed into signed buckets.
-/// Texts that share words come out similar; paraphrases do not. For tests and benchmarks.
-#[derive(Debug, Clone)]
-pub struct HashingEmbedder {
-    dimensions: usize,
+/// AVX2 when the CPU has it (checked once, when an index is made).
+#[cfg(target_arch = "x86_64")]
+type Simd = Option<pulp::x86::V3>;
+#[cfg(not(target_arch = "x86_64"))]
+type Simd = ();
+
+fn simd() -> Simd {
+    #[cfg(target_arch = "x86_64")]
+    return pulp::x86::V3::try_new();
+    #[cfg(not(target_arch = "x86_64"))]
+    ()
 }
 
-impl HashingEmbedder {
-    pub fn new(dimensions: usize) -> HashingEmbedder {
-        HashingEmbedder { dimensions }
-    }
-
-    pub fn embed_one(&self, text: &str) -> Vec<f32> {
-        let words: Vec<String> = crate::text::words(text).collect();
-        let mut vector = vec![0f32; self.dimensions];
-        let mut add = |feature: &str, weight: f32| {
-            let hash = fnv1a(feature.as_bytes());
-            let bucket = (hash % self.dimensions as u64) as usize;
-            let sign = if hash >> 63 == 0 { 1.0 } else { -1.0 };
-            vector[bucket] += sign * weight;
-        };
-        for word in &words {
-            add(word, 1.0);
-        }
-        for pair in words.windows(2) {
-            add(&format!("{} {}", pair[0], pair[1]), 0.5);
-        }
-        normalize(&mut vector);
-        vector
-    }
-}
-
-#[async_trait::async_trait]
-impl Embedder for HashingEmbedder {
-    fn model(&self) -> &str {
-        "hashing"
-    }
-
-    fn dimensions(&self) -> usize {
-        self.dimensions
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(texts.iter().map(|text| self.embed_one(text)).collect())
-    }
-}
-
-/// A vector as signed bytes and the scale that turns them back: each component divided by
-/// the largest magnitude over 127, rounded to the nearest integer (so each is off by at most
-/// half the scale). A zero vector has scale 0.
-fn quantize(vector: &[f32]) -> (Vec<i8>, f32) {
-    let largest = vector.iter().fold(0f32, |largest, value| largest.max(value.abs()));
-    if largest == 0.0 || !largest.is_finite() {
-        return (vec![0; vector.len()], 0.0);
-    }
-    let scale = largest / 127.0;
-    let bytes =
-        vector.iter().map(|value| (value / scale).round().clamp(-127.0, 127.0) as i8).collect();
-    (bytes, scale)
-}
-
-/// Runs `a` and `b` in parallel on the two threads kept for a request's own vector work (a
-/// query's embedding, the index's scan), apart from rayon's global pool, where the embedding
-/// worker's batches run (candle's products): there a query's halves waited behind a batch's
-/// queued tasks, 38 ms p50 and 101 ms p90 for a question's embedding during batches instead of
-/// 16 and 19 with threads of its own (the operating system shares the cores among them). The
-/// threads sleep when no request needs them.
-pub fn query_join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
-where
-    A: FnOnce() -> RA + Send,
-    B: FnOnce() -> RB + Send,
-    RA: Send,
-    RB: Send,
-{
-    query_threads().join(a, b)
-}
-
-/// Runs `op` on one of [`query_join`]'s two threads, so that the joins it makes (a query's
-/// embedding makes one for each of its 36 products) start on a thread of their own pool:
-/// the other thread takes the second half from there, and no outside thread sleeps and
-/// wakes for each of them.
-pub fn query_install<R: Send>(op: impl FnOnce() -> R + Send) -> R {
-    query_threads().install(op)
-}
-
-fn query_threads() -> &'static rayon::ThreadPool {
-    static THREADS: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
-    THREADS.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .thread_name(|number| format!("cairn-query-{number}"))
-            .build()
-            .expect("the query threads start")
-    })
-}
-
-/// Rows from which a search runs on two threads: under it, the scan (a few tens of µs a
-/// thousand rows on one thread: 100,000 took 4.4 ms under load, 2.15 ms idle on two) stays
-/// under a millisecond, not worth the other thread's wake-up.
-const PARALLEL_ROWS: usize = 20_000;
-
-/// When a search compares signs first ([`FlatIndex::scan_signs_first`]). On
-/// all-MiniLM-L6-v2's vectors of 29,320 texts, a first pass keeping 0.2 % of the rows kept
-/// 97.3 % of the exact top 10, 0.4 % kept 99.4 %, 0.8 % kept 99.9 % (docs/retrieval.md); at
-/// a million rows (two halves of 500,000) these numbers keep at least 0.4 %.
-#[derive(Debug, Clone, Copy)]
-struct TwoPass {
-    /// Rows from which it does: under it every admitted row's int8 product is computed.
-    from: usize,
-    /// Rows kept from the first pass per hit wanted, and at least `least`.
-    per_hit: usize,
-    least: usize,
-}
-
-impl Default for TwoPass {
-    fn default() -> TwoPass {
-        TwoPass { from: 200_000, per_hit: 40, least: 2_000 }
-    }
-}
-
-/// A vector's signs (of its quantised components), a bit each, 64 a word: set for a
-/// positive component.
-fn signs(bytes: &[i8]) -> Vec<u64> {
-    bytes
-        .chunks(64)
-        .map(|chunk| {
-            chunk
-                .iter()
-                .enumerate()
-                .fold(0u64, |word, (bit, &byte)| word | (u64::from(byte > 0) << bit))
-        })
-        .collect()
-}
-
-/// A query quantised as the rows are, prepared once for every row it meets.
+/// A vector quantised as the rows are, prepared once for every row it meets.
 struct Query {
     bytes: Vec<i8>,
     scale: f32,
-    /// Its signs, as [`FlatIndex::scan_signs_first`] compares them.
-    signs: Vec<u64>,
     /// The bytes as [`avx2::dot`] reads them.
     #[cfg(target_arch = "x86_64")]
     blocks: avx2::Blocks,
@@ -555,10 +447,15 @@ impl Query {
         Query {
             #[cfg(target_arch = "x86_64")]
             blocks: avx2::Blocks::new(&bytes),
-            signs: signs(&bytes),
             bytes,
             scale,
         }
+    }
+}
+
+impl std::fmt::Debug for Query {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Query").field("bytes", &self.bytes.len()).finish()
     }
 }
 
@@ -677,37 +574,12 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     lanes.iter().sum::<i32>() + tail
 }
 
-/// The dot product, in eight independent lanes so the compiler can vectorise it (a single
-/// running sum is a dependency chain it must keep in order).
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in a_chunks.zip(b_chunks) {
-        for lane in 0..8 {
-            lanes[lane] += x[lane] * y[lane];
-        }
-    }
-    lanes.iter().sum::<f32>() + tail
-}
-
-/// Scales a vector to unit length (a zero vector stays zero).
-pub fn normalize(vector: &mut [f32]) {
-    let norm = vector.iter().map(|value| value * value).sum::<f32>().sqrt();
-    if norm > 0.0 {
-        vector.iter_mut().for_each(|value| *value /= norm);
-    }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+    use crate::embed::{HashingEmbedder, dot, normalize};
 
     fn labels(repo: Option<&str>, scope: Scope) -> VectorLabels {
         VectorLabels {
@@ -851,23 +723,6 @@ mod tests {
         assert_eq!(dot_i8(&[127; 37], &[-128; 37]), 127 * -128 * 37, "no overflow, tail counted");
     }
 
-    #[test]
-    fn lane_dot_products_match_the_plain_sum() {
-        let a: Vec<f32> = (0..385).map(|i| (i as f32 * 0.37).sin()).collect();
-        let b: Vec<f32> = (0..385).map(|i| (i as f32 * 0.11).cos()).collect();
-        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        assert!((dot(&a, &b) - plain).abs() < 1e-3);
-    }
-
-    #[test]
-    fn hashing_vectors_are_unit_length_and_deterministic() {
-        let embedder = HashingEmbedder::new(128);
-        let a = embedder.embed_one("Use pnpm in this repo");
-        assert_eq!(a, embedder.embed_one("Use pnpm in this repo"));
-        assert!((a.iter().map(|v| v * v).sum::<f32>() - 1.0).abs() < 1e-5);
-        assert!(embedder.embed_one("").iter().all(|v| *v == 0.0));
-    }
-
     fn bytes(count: usize, seed: u64) -> Vec<i8> {
         let mut state = seed;
         (0..count)
@@ -896,12 +751,11 @@ mod tests {
         assert_eq!(simd.vectorize(|| avx2::dot(simd, &row, &prepared)), -127 * 127 * 384);
     }
 
-    /// An index large enough to be scanned in two halves finds the rows an exhaustive
-    /// ranking of every row's similarity finds, filter applied.
-    /// Dense vectors in clusters (as a sentence model's are): the two-pass search of a large
-    /// index finds nearly all of the exact int8 ranking's best rows, filtered or not.
+    /// Dense vectors in clusters (as a sentence model's are): a search through the lists of
+    /// a large index finds nearly all of the exact int8 ranking's best rows, filtered or not,
+    /// and keeps finding them while rows come and go.
     #[test]
-    fn a_search_that_compares_signs_first_keeps_the_best_rows() {
+    fn a_search_through_lists_keeps_the_best_rows() {
         let dimensions = 384;
         let mut rng = cairn_test_support::rng::Rng::new(11);
         let mut gaussian = move || {
@@ -912,9 +766,8 @@ mod tests {
         let centres: Vec<Vec<f32>> =
             (0..200).map(|_| (0..dimensions).map(|_| gaussian()).collect()).collect();
         let mut index = FlatIndex::new(dimensions);
-        // Every search compares signs first, keeping 5 rows per hit (a quarter of the
-        // default's: 50 for 10 hits, under 0.4 % of a half).
-        index.two_pass = TwoPass { from: 0, per_hit: 5, least: 0 };
+        // Lists from 4,000 rows, of 200 rows each: a search reads 12 of about 120.
+        index.probe = Probe { from: 4_000, rows_per_list: 200, lists: 12 };
         let count = PARALLEL_ROWS + 4_000;
         let mut point = |centre: &[f32]| {
             let mut vector: Vec<f32> = centre.iter().map(|c| c + 0.8 * gaussian()).collect();
@@ -926,6 +779,19 @@ mod tests {
             let vector = point(&centres[i % centres.len()]);
             index.upsert(&format!("m{i}"), &vector, labels(repo, Scope::Repo));
         }
+        // Some rows leave, some come back with other vectors.
+        for i in (0..count).step_by(7) {
+            index.remove(&format!("m{i}"));
+        }
+        for i in (0..count).step_by(21) {
+            let vector = point(&centres[(i + 1) % centres.len()]);
+            index.upsert(&format!("m{i}"), &vector, labels(None, Scope::Repo));
+        }
+        let lists = index.lists.as_ref().expect("a large index keeps lists");
+        assert_eq!(lists.members.iter().map(Vec::len).sum::<usize>(), index.len());
+        for (list, members) in lists.members.iter().enumerate() {
+            assert!(members.iter().all(|&row| lists.of_row[row as usize] == list as u32));
+        }
         let (mut found, mut wanted) = (0, 0);
         for q in 0..40 {
             let query = point(&centres[(q * 7) % centres.len()]);
@@ -936,10 +802,11 @@ mod tests {
             };
             let k = 10;
             let hits = index.search(&query, k, &filter);
+            assert_eq!(hits.len(), k);
             assert!(hits.iter().all(|(id, _)| filter.admits(&index.labels(id).unwrap())));
             let query_bytes = Query::new(&query);
             let mut exact: Vec<(usize, f32)> = (0..index.len())
-                .filter(|&row| filter.admits(&index.labels(&index.ids[row]).unwrap()))
+                .filter(|&row| filter.admits(&index.labels(index.ids.get(row as u32)).unwrap()))
                 .map(|row| {
                     (row, dot_i8(index.row(row), &query_bytes.bytes) as f32 * index.scales[row])
                 })
@@ -947,11 +814,22 @@ mod tests {
             exact.sort_by(|a, b| b.1.total_cmp(&a.1));
             for (row, _) in &exact[..k] {
                 wanted += 1;
-                found += usize::from(hits.iter().any(|(id, _)| **id == *index.ids[*row]));
+                found += usize::from(hits.iter().any(|(id, _)| id == index.ids.get(*row as u32)));
             }
         }
         let recall = found as f64 / wanted as f64;
-        assert!(recall >= 0.97, "recall@10 {recall:.3}");
+        assert!(recall >= 0.95, "recall@10 {recall:.3}");
+        // A filter only a few rows pass reads further lists until it has enough of them.
+        index.relabel("m1", labels(Some("rare"), Scope::Task));
+        index.relabel("m2", labels(Some("rare"), Scope::Task));
+        let rare = VectorFilter { scope: Some(Scope::Task), ..VectorFilter::default() };
+        let hits = index.search(&point(&centres[100]), 5, &rare);
+        assert_eq!(hits.len(), 2, "{hits:?}");
+        // Shrunk under half the threshold, the index scans every row again.
+        for i in 0..count {
+            index.remove(&format!("m{i}"));
+        }
+        assert!(index.lists.is_none() && index.is_empty());
     }
 
     #[test]
