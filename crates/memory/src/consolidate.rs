@@ -9,9 +9,7 @@
 
 use std::collections::HashSet;
 
-use cairn_store::{
-    Audit, ConflictRecord, GuardedChange, MemoryChange, MemoryFilter, Settlement, Version,
-};
+use cairn_store::{Audit, ConflictRecord, GuardedChange, MemoryChange, Settlement, Version};
 use cairn_types::{
     Conflict, ConflictList, ConflictResolution, ConflictSide, ConflictStatus, DreamReport,
     DreamRequest, IdPrefix, Memory, MergeGroup, ResolutionAction, Status, Timestamp, new_id,
@@ -221,18 +219,20 @@ impl Engine {
         Ok(applied)
     }
 
-    /// Every memory that is not archived, each once (pages shift while memories are added).
+    /// Every memory that is not archived, each once, the last stored first (as the cycle
+    /// always saw them: newest first), read a page at a time in the order of storing.
     async fn all_live_memories(&self) -> Result<Vec<Memory>> {
         let mut memories: Vec<Memory> = Vec::new();
-        let mut seen = HashSet::new();
-        let mut offset = 0;
+        let mut after = 0;
         loop {
-            let page = self.store.list_memories(&MemoryFilter::default(), PAGE, offset).await?;
-            let done = page.memories.len() < PAGE as usize;
-            offset += page.memories.len() as u64;
-            memories
-                .extend(page.memories.into_iter().filter(|memory| seen.insert(memory.id.clone())));
+            let page = self.store.live_memories_after(after, PAGE).await?;
+            let done = page.len() < PAGE as usize;
+            if let Some(&(last, _)) = page.last() {
+                after = last;
+            }
+            memories.extend(page.into_iter().map(|(_, memory)| memory));
             if done {
+                memories.reverse();
                 return Ok(memories);
             }
         }

@@ -525,6 +525,25 @@ impl MemoryStore for PgStore {
         .await
     }
 
+    async fn live_memories_after(&self, after: i64, limit: u32) -> Result<Vec<(i64, Memory)>> {
+        self.read((after, i64::from(limit)), |_, client, (after, limit)| {
+            Box::pin(async move {
+                // pk is the order of insertion; the index of live rows serves the range.
+                let rows = query(
+                    client,
+                    &format!(
+                        "SELECT {MEMORY_COLUMNS}, m.pk AS position FROM memories m \
+                         WHERE m.archived_at IS NULL AND m.pk > $1 ORDER BY m.pk LIMIT $2"
+                    ),
+                    &[after, limit],
+                )
+                .await?;
+                rows.iter().map(|row| Ok((row.get("position"), memory_from_row(row)?))).collect()
+            })
+        })
+        .await
+    }
+
     async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<Adjacent>> {
         if ids.is_empty() {
             return Ok(Vec::new());

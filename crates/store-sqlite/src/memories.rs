@@ -91,6 +91,27 @@ impl MemoryStore for SqliteStore {
         .await
     }
 
+    async fn live_memories_after(&self, after: i64, limit: u32) -> Result<Vec<(i64, Memory)>> {
+        self.read(move |connection| {
+            let query = format!(
+                "SELECT {MEMORY_COLUMNS}, m.rowid FROM memories m \
+                 WHERE m.archived_at IS NULL AND m.rowid > ?1 ORDER BY m.rowid LIMIT ?2"
+            );
+            let mut statement = connection.prepare_cached(&query).map_err(sql)?;
+            let rows = statement
+                .query_map(rusqlite::params![after, limit], |row| {
+                    Ok((row.get::<_, i64>(MEMORY_COLUMN_COUNT)?, memory_from_row(row)))
+                })
+                .map_err(sql)?;
+            rows.map(|row| {
+                let (position, memory) = row.map_err(sql)?;
+                Ok((position, memory?))
+            })
+            .collect()
+        })
+        .await
+    }
+
     async fn list_audit(
         &self,
         filter: &AuditFilter,

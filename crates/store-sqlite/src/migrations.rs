@@ -358,6 +358,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX memories_live_by_repo ON memories (repo COLLATE NOCASE, created_at)
         WHERE archived_at IS NULL;
     "#,
+    // 17: a change of status alone (the dream cycle puts half a million memories in review
+    // at a million) no longer deletes and inserts the same text in the full-text index:
+    // the trigger fires when the text, the tags, or whether the memory is live changed.
+    r#"
+    DROP TRIGGER memories_fts_update;
+    CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags, archived_at ON memories
+    WHEN old.content IS NOT new.content OR old.tags IS NOT new.tags
+        OR (old.archived_at IS NULL) IS NOT (new.archived_at IS NULL)
+    BEGIN
+        INSERT INTO memories_fts (memories_fts, rowid, content, tags)
+        SELECT 'delete', old.rowid, old.content, old.tags WHERE old.archived_at IS NULL;
+        INSERT INTO memories_fts (rowid, content, tags)
+        SELECT new.rowid, new.content, new.tags WHERE new.archived_at IS NULL;
+    END;
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

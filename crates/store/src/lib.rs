@@ -261,6 +261,13 @@ pub trait MemoryStore: Send + Sync {
     /// same thread). Two index lookups per id: no scan.
     async fn adjacent_memories(&self, ids: &[String]) -> Result<Vec<Adjacent>>;
 
+    /// Up to `limit` live (not archived) memories in the order the store received them,
+    /// from just after `after` (a position this returned; 0 to start), each with its
+    /// position: a walk of pages meets every live memory once however many are added
+    /// meanwhile, and each page is one range of an index (an offset would step over every
+    /// row before it: quadratic in a walk of a million).
+    async fn live_memories_after(&self, after: i64, limit: u32) -> Result<Vec<(i64, Memory)>>;
+
     /// Memories matching `filter`, newest first.
     async fn list_memories(
         &self,

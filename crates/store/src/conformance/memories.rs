@@ -67,6 +67,40 @@ pub(super) async fn neighbours_are_the_live_memories_stored_next_to_each(store: 
     assert!(store.adjacent_memories(&[]).await.unwrap().is_empty());
 }
 
+/// `live_memories_after`: pages of the live memories in the order of storing, each once,
+/// archived ones left out, a memory stored during the walk met at its end.
+pub(super) async fn live_memories_are_walked_in_storing_order(store: Arc<dyn Store>) {
+    let stored: Vec<Memory> =
+        (0..5).map(|n| sample_memory(&format!("memory {n}"), Scope::User, 7)).collect();
+    store.insert_memories(&stored, "tester").await.unwrap();
+    let archive =
+        MemoryChange { archived_at: Some(Some(Timestamp::from_millis(8))), ..Default::default() };
+    store
+        .update_memory(&stored[1].id, &archive, Timestamp::from_millis(8), &TEST_AUDIT)
+        .await
+        .unwrap();
+    let (mut walked, mut after, mut pages) = (Vec::new(), 0, 0);
+    loop {
+        let page = store.live_memories_after(after, 2).await.unwrap();
+        pages += 1;
+        if pages == 2 {
+            let late = sample_memory("stored during the walk", Scope::User, 9);
+            store.insert_memories(&[late], "tester").await.unwrap();
+        }
+        assert!(page.windows(2).all(|pair| pair[0].0 < pair[1].0), "positions ascend");
+        let Some(&(last, _)) = page.last() else { break };
+        assert!(last > after);
+        after = last;
+        walked.extend(page.into_iter().map(|(_, memory)| memory.content));
+    }
+    assert_eq!(
+        walked,
+        ["memory 0", "memory 2", "memory 3", "memory 4", "stored during the walk"],
+        "every live memory once, in the order stored"
+    );
+    assert_eq!(store.live_memories_after(after, 2).await.unwrap(), []);
+}
+
 /// Text holding U+0000 (SQLite keeps it; PostgreSQL's `text` cannot) is either stored and read
 /// back unchanged or refused with an error that changes nothing: never cut short.
 pub(super) async fn text_with_nul_is_kept_or_refused(store: Arc<dyn Store>) {

@@ -39,6 +39,7 @@ where
     deleted_conversations_leave_nothing(open_store().await).await;
     text_with_nul_is_kept_or_refused(open_store().await).await;
     neighbours_are_the_live_memories_stored_next_to_each(open_store().await).await;
+    live_memories_are_walked_in_storing_order(open_store().await).await;
     idempotency_keys_run_once_and_answer_again(open_store().await).await;
 }
 
@@ -91,7 +92,7 @@ pub use memories::migrated_recalls_count_on;
 use memories::{
     concurrent_writers_lose_nothing, counts_leave_out_archived,
     guarded_changes_apply_whole_or_not_at_all, inserted_memories_read_back_unchanged,
-    lists_are_newest_first_filtered_and_paged,
+    lists_are_newest_first_filtered_and_paged, live_memories_are_walked_in_storing_order,
     neighbours_are_the_live_memories_stored_next_to_each,
     recall_marks_memories_and_remembers_tasks,
     recalls_recorded_together_count_each_and_keep_the_latest,

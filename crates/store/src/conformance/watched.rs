@@ -157,6 +157,10 @@ impl<H: Hooks> MemoryStore for Watched<H> {
         self.inner.adjacent_memories(ids).await
     }
 
+    async fn live_memories_after(&self, after: i64, limit: u32) -> Result<Vec<(i64, Memory)>> {
+        self.inner.live_memories_after(after, limit).await
+    }
+
     async fn list_memories(
         &self,
         filter: &MemoryFilter,
