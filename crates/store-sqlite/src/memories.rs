@@ -192,6 +192,7 @@ impl MemoryStore for SqliteStore {
         });
         // Every live memory: the count the writer keeps; live ones by label: the text
         // index's counts; the table's count only when neither can say.
+        let labels = filter.scope.is_some() || filter.status.is_some() || filter.repo.is_some();
         let live = match filter.is_every_live_memory() {
             true => Some(self.live_memories()),
             false => self.text_index.cell.count(filter),
@@ -209,8 +210,15 @@ impl MemoryStore for SqliteStore {
                 }
             };
             let (at_limit, at_offset) = (values.len() + 1, values.len() + 2);
+            // With no label the page is the newest rows by age: said outright, since without
+            // the statistics of ANALYZE SQLite 3.53 took a label index whose condition is the
+            // same (`archived_at IS NULL`) and sorted every live row, 312 ms at a million.
+            let by_age = match labels {
+                true => "",
+                false => "INDEXED BY memories_by_created",
+            };
             let page_query = format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories m WHERE {clause} \
+                "SELECT {MEMORY_COLUMNS} FROM memories m {by_age} WHERE {clause} \
                  ORDER BY m.created_at DESC, m.rowid DESC LIMIT ?{at_limit} OFFSET ?{at_offset}"
             );
             let mut statement = connection.prepare_cached(&page_query).map_err(sql)?;

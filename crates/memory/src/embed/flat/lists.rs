@@ -2,10 +2,12 @@
 //! into lists around centroids found by k-means over a sample of them, so that a search
 //! scores the rows of the few lists nearest its query instead of every row.
 //!
-//! A million rows make 250 lists of about 4,000; a search reads the 12 nearest (about 5 %
-//! of the rows) and more while fewer than `k` of those rows pass its filter. The lists are
-//! made when the index reaches [`Probe::from`](super::Probe) rows and again each time it
-//! doubles; rows added in between join the list of their nearest centroid.
+//! The lists are made when the index reaches [`Probe::from`](super::Probe) rows (200,000:
+//! 100 lists of about 2,000) and again each time it doubles (800,000 rows: 400 lists, which
+//! a million fill to about 2,500); rows added in between join the list of their nearest
+//! centroid. A search reads the 12 nearest lists (about 3 % of a million rows), and more
+//! while fewer than `k` of the rows read pass its filter. Each list's rows lie next to each
+//! other in the index's matrix ([`FlatIndex::permute`]), so a list is read as one stream.
 
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
