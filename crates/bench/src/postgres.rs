@@ -317,6 +317,10 @@ async fn memory_figures(
         )?;
         report.info(format!("  tables and indexes, {n}"), size);
 
+        // The steady state, as on SQLite: once the engine's full-text index is built (the
+        // SQL plan answers meanwhile, slower).
+        let waited = fulltext_ready(|| engine.fulltext_index() == "ready").await?;
+        report.info(format!("  full-text index ready in process, {n}"), duration(waited));
         eprintln!("postgres: [{n}] context and search in process…");
         let context = inproc::context(&engine, corpus, &mut rng, plan.warm_up, plan.calls).await?;
         let lat = &context.latencies;
@@ -336,6 +340,13 @@ async fn memory_figures(
     let mut daemons = Vec::new();
     for _ in 0..plan.daemons {
         daemons.push(start_daemon(binary, url, schema).await?);
+    }
+    for (number, daemon) in daemons.iter().enumerate() {
+        let waited = daemon.fulltext_index_ready(Duration::from_secs(300)).await?;
+        report.info(
+            format!("  full-text index ready, daemon {} of {}, {n}", number + 1, daemons.len()),
+            duration(waited),
+        );
     }
     let measured = http_memory_figures(&daemons, plan, corpus, &mut rng, report).await;
     let measured = measured.map_err(|error| {
@@ -745,6 +756,19 @@ async fn sse_delivery(a: &Daemon, b: &Daemon, plan: &Plan) -> anyhow::Result<Sse
         cross: Latencies::new(cross),
         cross_ack: Latencies::new(cross_ack),
     })
+}
+
+/// Waits (up to five minutes) until `ready` says the full-text index is built; how long.
+async fn fulltext_ready(ready: impl Fn() -> bool) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    while !ready() {
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(300),
+            "the full-text index was not ready after five minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(started.elapsed())
 }
 
 /// `cairn serve --database-url <url> --database-schema <schema> --embedder none` in a
