@@ -76,7 +76,7 @@ pub trait VectorIndex: Send + Sync {
     fn labels(&self, id: &str) -> Option<VectorLabels>;
     fn remove(&mut self, id: &str);
     /// The `k` most similar ids among those `filter` admits, most similar first, with their
-    /// similarity (found approximately by a large [`FlatIndex`]: see its two passes).
+    /// similarity (found approximately by a large [`FlatIndex`]: see its lists).
     fn search(&self, query: &[f32], k: usize, filter: &VectorFilter) -> Vec<(String, f32)>;
     /// The similarity of one memory's vector to `query`; `None` when the index lacks it.
     fn similarity(&self, query: &[f32], id: &str) -> Option<f32>;
