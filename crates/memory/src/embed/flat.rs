@@ -20,8 +20,8 @@ use lists::Lists;
 /// quantised the same way and each admitted row scored by an integer dot product; the
 /// similarities are within about 0.002 of the exact ones (see
 /// `int8_similarities_stay_close_to_exact_ones`), so callers rank a wider shortlist exactly.
-/// Under 200,000 rows a search scores every admitted row; from there the rows are
-/// grouped into lists around centroids (an inverted file: `flat/lists.rs`) and a search scores the
+/// Under 200,000 rows a search scores every admitted row; from there the rows are grouped
+/// into lists around centroids (an inverted file: `flat/lists.rs`) and a search scores the
 /// rows of the lists nearest the query only: approximate, measured in docs/retrieval.md.
 #[derive(Debug)]
 pub struct FlatIndex {
