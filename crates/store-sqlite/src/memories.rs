@@ -192,7 +192,6 @@ impl MemoryStore for SqliteStore {
         });
         // Every live memory: the count the writer keeps; live ones by label: the text
         // index's counts; the table's count only when neither can say.
-        let labels = filter.scope.is_some() || filter.status.is_some() || filter.repo.is_some();
         let live = match filter.is_every_live_memory() {
             true => Some(self.live_memories()),
             false => self.text_index.cell.count(filter),
@@ -213,9 +212,9 @@ impl MemoryStore for SqliteStore {
             // With no label the page is the newest rows by age: said outright, since without
             // the statistics of ANALYZE SQLite 3.53 took a label index whose condition is the
             // same (`archived_at IS NULL`) and sorted every live row, 312 ms at a million.
-            let by_age = match labels {
-                true => "",
-                false => "INDEXED BY memories_by_created",
+            let by_age = match values.is_empty() {
+                true => "INDEXED BY memories_by_created",
+                false => "",
             };
             let page_query = format!(
                 "SELECT {MEMORY_COLUMNS} FROM memories m {by_age} WHERE {clause} \

@@ -9,6 +9,7 @@ mod connectors;
 mod conversations;
 pub mod fulltext;
 mod idempotency;
+pub mod row_table;
 mod shared;
 pub mod transfer;
 

@@ -2,10 +2,8 @@
 //! through a coarse quantiser's lists once it is large ([`lists`]).
 
 use std::collections::HashMap;
-use std::hash::BuildHasher as _;
 
-use hashbrown::HashTable;
-
+use cairn_store::row_table::RowTable;
 use cairn_types::{Scope, Status, Timestamp};
 
 use super::{VectorFilter, VectorIndex, VectorLabels, quantize, query_join};
@@ -34,10 +32,8 @@ pub struct FlatIndex {
     scales: Vec<f32>,
     /// One per row, in row order.
     labels: Vec<RowLabels>,
-    /// Row numbers by id, hashed from `ids`: a million ids kept once, not twice (about 90
-    /// MB a million).
-    positions: HashTable<u32>,
-    hasher: std::hash::RandomState,
+    /// Row numbers by id (the ids kept in `ids` only).
+    positions: RowTable,
     /// Repository names, interned: a row holds an index into `repos`.
     repos: Vec<String>,
     repo_numbers: HashMap<String, u32>,
@@ -137,8 +133,7 @@ impl FlatIndex {
             rows: Vec::new(),
             scales: Vec::new(),
             labels: Vec::new(),
-            positions: HashTable::new(),
-            hasher: std::hash::RandomState::new(),
+            positions: RowTable::default(),
             repos: Vec::new(),
             repo_numbers: HashMap::new(),
             lists: None,
@@ -154,8 +149,7 @@ impl FlatIndex {
 
     /// The row of `id`.
     fn position(&self, id: &str) -> Option<usize> {
-        let hash = self.hasher.hash_one(id);
-        self.positions.find(hash, |&row| self.ids.get(row) == id).map(|&row| row as usize)
+        self.positions.find(id, |row| self.ids.get(row)).map(|row| row as usize)
     }
 
     fn row_labels(&mut self, labels: VectorLabels) -> RowLabels {
@@ -286,11 +280,8 @@ impl FlatIndex {
             }
         }
         self.positions.clear();
-        let (ids, hasher) = (&self.ids, &self.hasher);
-        for row in 0..ids.len() as u32 {
-            self.positions.insert_unique(hasher.hash_one(ids.get(row)), row, |&row| {
-                hasher.hash_one(ids.get(row))
-            });
+        for row in 0..self.ids.len() as u32 {
+            self.positions.insert(row, |row| self.ids.get(row));
         }
     }
 
@@ -310,32 +301,29 @@ impl VectorIndex for FlatIndex {
         assert_eq!(vector.len(), self.dimensions, "vectors of one index share their dimensions");
         let labels = self.row_labels(labels);
         let (bytes, scale) = quantize(vector);
-        match self.position(id) {
+        let position = match self.position(id) {
             Some(position) => {
                 self.rows[position * self.dimensions..(position + 1) * self.dimensions]
                     .copy_from_slice(&bytes);
                 self.scales[position] = scale;
                 self.labels[position] = labels;
-                if let Some(mut lists) = self.lists.take() {
-                    lists.place(self, position);
-                    self.lists = Some(lists);
-                }
+                position
             }
             None => {
-                let (hash, row) = (self.hasher.hash_one(id), self.ids.len() as u32);
-                let (ids, hasher) = (&self.ids, &self.hasher);
-                self.positions.insert_unique(hash, row, |&row| hasher.hash_one(ids.get(row)));
+                let row = self.ids.len();
                 self.ids.push(id);
+                self.positions.insert(row as u32, |row| self.ids.get(row));
                 self.rows.extend_from_slice(&bytes);
                 self.scales.push(scale);
                 self.labels.push(labels);
-                if let Some(mut lists) = self.lists.take() {
-                    lists.place(self, row as usize);
-                    self.lists = Some(lists);
-                }
-                self.organise();
+                row
             }
+        };
+        if let Some(mut lists) = self.lists.take() {
+            lists.place(self, position);
+            self.lists = Some(lists);
         }
+        self.organise();
     }
 
     fn relabel(&mut self, id: &str, labels: VectorLabels) {
@@ -355,26 +343,17 @@ impl VectorIndex for FlatIndex {
     }
 
     fn remove(&mut self, id: &str) {
-        let (ids, hash) = (&self.ids, self.hasher.hash_one(id));
-        let Ok(entry) = self.positions.find_entry(hash, |&row| ids.get(row) == id) else {
+        let Some(position) = self.positions.remove(id, |row| self.ids.get(row)) else {
             return;
         };
-        let position = entry.remove().0 as usize;
+        let position = position as usize;
         let last = self.ids.len() - 1;
         if let Some(lists) = &mut self.lists {
             lists.remove(position, last);
         }
         if position != last {
-            let dimensions = self.dimensions;
-            let moved = self.hasher.hash_one(self.ids.get(last as u32));
-            self.rows
-                .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
-            self.ids.swap(position, last);
-            self.scales.swap(position, last);
-            self.labels.swap(position, last);
-            if let Some(row) = self.positions.find_mut(moved, |&row| row as usize == last) {
-                *row = position as u32;
-            }
+            self.positions.moved(self.ids.get(last as u32), last as u32, position as u32);
+            self.swap_rows(position, last);
         }
         self.ids.pop();
         self.scales.pop();

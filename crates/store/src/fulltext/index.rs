@@ -21,13 +21,12 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasher as _, DefaultHasher, Hash, Hasher, RandomState};
-
-use hashbrown::HashTable;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use cairn_types::{Scope, Status};
 
 use super::tokens::{Document, tokenize};
+use crate::row_table::RowTable;
 
 /// FTS5's BM25 constants.
 const K1: f64 = 1.2;
@@ -102,35 +101,6 @@ impl Default for Postings {
     }
 }
 
-/// Each live document's slot, found by its key and hashed from the documents' own keys
-/// (`docs[slot].key`): the key is kept once, not again in a map beside the documents (a
-/// million row ids took 34 MB that way, 10 MB here).
-#[derive(Debug, Default)]
-struct Slots {
-    table: HashTable<u32>,
-    hasher: RandomState,
-}
-
-impl Slots {
-    fn get<K: Eq + Hash>(&self, docs: &[Doc<K>], key: &K) -> Option<u32> {
-        let hash = self.hasher.hash_one(key);
-        self.table.find(hash, |&slot| docs[slot as usize].key == *key).copied()
-    }
-
-    /// Adds the slot of the document at `slot` (already in `docs`).
-    fn insert<K: Hash>(&mut self, docs: &[Doc<K>], slot: u32) {
-        let hasher = &self.hasher;
-        let hash = hasher.hash_one(&docs[slot as usize].key);
-        self.table.insert_unique(hash, slot, |&slot| hasher.hash_one(&docs[slot as usize].key));
-    }
-
-    fn remove<K: Eq + Hash>(&mut self, docs: &[Doc<K>], key: &K) -> Option<u32> {
-        let hash = self.hasher.hash_one(key);
-        let entry = self.table.find_entry(hash, |&slot| docs[slot as usize].key == *key).ok()?;
-        Some(entry.remove().0)
-    }
-}
-
 /// The in-memory index: documents by a backend's key (a row id, a memory's id), with their
 /// labels.
 #[derive(Debug)]
@@ -141,7 +111,8 @@ pub struct TextIndex<K = i64> {
     /// reads for every document it visits, two bytes each (a megabyte's array stays in the
     /// cache, where the documents themselves are a miss each).
     lengths: Vec<u16>,
-    slots: Slots,
+    /// Each live document's slot, by its key (kept in `docs` only).
+    slots: RowTable,
     repos: HashMap<Box<str>, u32>,
     /// Live documents by their labels (scope, status, repository number): a listing's
     /// count without reading the documents.
@@ -157,7 +128,7 @@ impl<K> Default for TextIndex<K> {
             terms: HashMap::new(),
             docs: Vec::new(),
             lengths: Vec::new(),
-            slots: Slots::default(),
+            slots: RowTable::default(),
             repos: HashMap::new(),
             by_labels: HashMap::new(),
             live_tokens: 0,
@@ -174,11 +145,16 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
 
     /// Documents indexed (live).
     pub fn len(&self) -> usize {
-        self.slots.table.len()
+        self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.slots.table.is_empty()
+        self.slots.is_empty()
+    }
+
+    /// The slot of the live document `key`.
+    fn slot(&self, key: &K) -> Option<u32> {
+        self.slots.find(key, |slot| &self.docs[slot as usize].key)
     }
 
     /// Indexes (or re-indexes) the document `key`: its content, its tags as stored (the
@@ -186,7 +162,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
     pub fn put(&mut self, key: K, content: &str, tags_text: &str, labels: &DocLabels) {
         let fingerprint = fingerprint(content, tags_text);
         let repo = self.repo_number(labels.repo.as_deref());
-        if let Some(slot) = self.slots.get(&self.docs, &key) {
+        if let Some(slot) = self.slot(&key) {
             let doc = &mut self.docs[slot as usize];
             if doc.fingerprint == fingerprint {
                 let (was, now) =
@@ -230,13 +206,15 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
             live: true,
             fingerprint,
         });
-        self.slots.insert(&self.docs, slot);
+        self.slots.insert(slot, |slot| &self.docs[slot as usize].key);
     }
 
     /// Takes the document `key` out of searches. With the text it was indexed with, the
     /// terms' document frequencies drop at once; without it, at the next compaction.
     pub fn remove(&mut self, key: &K, indexed: Option<(&str, &str)>) {
-        let Some(slot) = self.slots.remove(&self.docs, key) else { return };
+        let Some(slot) = self.slots.remove(key, |slot| &self.docs[slot as usize].key) else {
+            return;
+        };
         let doc = &mut self.docs[slot as usize];
         doc.live = false;
         let was = (doc.scope, doc.status, doc.repo);
@@ -262,7 +240,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
     /// Removes the document `key`, which had this text, and every trace of its words: its
     /// postings, and the terms no other document holds.
     pub fn erase(&mut self, key: &K, content: &str, tags_text: &str) {
-        let Some(slot) = self.slots.get(&self.docs, key) else { return };
+        let Some(slot) = self.slot(key) else { return };
         self.remove(key, Some((content, tags_text)));
         for (term, _, _) in Document::of_text(content, tags_text).terms {
             let Some(postings) = self.terms.get_mut(term.as_str()) else { continue };
@@ -284,7 +262,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
     /// [`TextIndex::erase`] when the text is no longer known: every list is searched for
     /// the document (tens of milliseconds at a million documents; erasures are rare).
     pub fn forget(&mut self, key: &K) {
-        let Some(slot) = self.slots.get(&self.docs, key) else { return };
+        let Some(slot) = self.slot(key) else { return };
         self.remove(key, None);
         let mut emptied = 0;
         self.terms.retain(|_, postings| {
@@ -323,7 +301,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
     /// counts every term's documents again.
     pub fn compact(&mut self) {
         let mut renumbered = vec![u32::MAX; self.docs.len()];
-        let mut docs = Vec::with_capacity(self.slots.table.len());
+        let mut docs = Vec::with_capacity(self.slots.len());
         for (old, doc) in std::mem::take(&mut self.docs).into_iter().enumerate() {
             if doc.live {
                 renumbered[old] = docs.len() as u32;
@@ -351,9 +329,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
                 (kept as u32, max_freq, min_length);
             kept > 0
         });
-        for slot in self.slots.table.iter_mut() {
-            *slot = renumbered[*slot as usize];
-        }
+        self.slots.renumber(|slot| renumbered[slot as usize]);
         self.postings = self.terms.values().map(|postings| postings.slots.len()).sum();
         self.dead_postings = 0;
         self.lengths =
@@ -369,8 +345,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
         }
         self.docs.shrink_to_fit();
         self.lengths.shrink_to_fit();
-        let (docs, hasher) = (&self.docs, &self.slots.hasher);
-        self.slots.table.shrink_to_fit(|&slot| hasher.hash_one(&docs[slot as usize].key));
+        self.slots.shrink_to_fit(|slot| &self.docs[slot as usize].key);
     }
 
     /// Moves a live document's count from the labels it had to those it has.
@@ -419,7 +394,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
     /// best first: `(key, score)`. Each word counts as FTS5 counts a phrase: a word that
     /// the tokenizer splits counts each of its tokens; the same term twice counts twice.
     pub fn search(&self, words: &[String], filter: &LabelFilter, k: usize) -> Vec<(K, f64)> {
-        if k == 0 || self.slots.table.is_empty() {
+        if k == 0 || self.slots.is_empty() {
             return Vec::new();
         }
         let Some(repo) = self.wanted_repo(filter) else { return Vec::new() };
@@ -441,7 +416,7 @@ impl<K: Clone + Eq + Hash> TextIndex<K> {
                 None => counted.push((token, 1)),
             }
         }
-        let documents = self.slots.table.len() as f64;
+        let documents = self.slots.len() as f64;
         let average = (self.live_tokens as f64 / documents).max(f64::MIN_POSITIVE);
         // BM25's length normaliser of a document (or a list's shortest) of `length` tokens.
         let norm = |length: u32| K1 * (1.0 - B + B * f64::from(length) / average);
@@ -669,7 +644,7 @@ mod tests {
 
     /// Every admitted document scored, sorted: what FTS5's `ORDER BY bm25()` gives.
     fn exhaustive(index: &TextIndex, query: &[String], filter: &LabelFilter) -> Vec<(i64, f64)> {
-        let everything = index.slots.table.len();
+        let everything = index.slots.len();
         let mut all: Vec<(i64, f64)> = Vec::new();
         // The search with k = everything never prunes: it scores every match.
         for (key, score) in index.search(query, filter, everything) {
