@@ -343,8 +343,6 @@ impl Daemon {
         })
     }
 
-    /// Kills the daemon at once (SIGKILL), for one busy with work that will not end in time,
-    /// and starts it again on the same data directory.
     /// Waits until `/api/health` says full-text search runs on the in-memory index (built
     /// in the background at start on a large store); how long that took from now.
     pub async fn fulltext_index_ready(&self, within: Duration) -> anyhow::Result<Duration> {
@@ -363,6 +361,8 @@ impl Daemon {
         }
     }
 
+    /// Kills the daemon at once (SIGKILL), for one busy with work that will not end in time,
+    /// and starts it again on the same data directory.
     pub async fn restart_killed(&mut self) -> anyhow::Result<()> {
         self.stopped = true;
         self.child.kill()?;
