@@ -1,8 +1,9 @@
 import { defineConfig } from "vitest/config";
 
-// Three projects: `node` (pure helpers, and the voice protocol client over a real socket),
-// `dom` (the hooks and the widget in happy-dom against the real daemon) and `browser` (the
-// voice hook in Debian's Chromium, driven by Playwright, against a daemon with speech).
+// Four projects: `node` (pure helpers, and the voice protocol client over a real socket),
+// `dom` (the hooks and the widget in happy-dom against the real daemon), `browser` (the
+// voice hook in Debian's Chromium, driven by Playwright, against a daemon with speech) and
+// `package` (both packages packed, installed into a fresh Vite app, built and run).
 export default defineConfig({
   test: {
     projects: [
@@ -30,6 +31,15 @@ export default defineConfig({
           environment: "node",
           include: ["test/browser/**/*.test.ts"],
           globalSetup: ["test/browser/global-setup.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        test: {
+          name: "package",
+          environment: "node",
+          include: ["test/package/**/*.test.ts"],
           testTimeout: 180_000,
           hookTimeout: 300_000,
         },

@@ -94,8 +94,15 @@ async fn refusals_and_streams_are_counted() {
     daemon.remember(json!({"content": "one", "scope": "global"})).await;
     let refused = daemon.post("/api/memories", json!({"content": "two", "scope": "global"})).await;
     assert_eq!(refused.status, 429);
+    // Starting a conversation spends `start`; a message in it is a write, which shares the
+    // budget with the memory API's.
     let created = daemon.post("/api/runtime/conversations", json!({})).await;
-    assert_eq!(created.status, 429, "runtime writes share the budget: {created:?}");
+    assert_eq!(created.status, 201, "starting a visitor has a budget of its own: {created:?}");
+    let id = created.body["conversation"]["id"].as_str().unwrap();
+    let sent = daemon
+        .post(&format!("/api/runtime/conversations/{id}/messages"), json!({"message": "hi"}))
+        .await;
+    assert_eq!(sent.status, 429, "runtime writes share the budget: {sent:?}");
     let samples = samples(&daemon.get("/metrics").await.text);
     assert_eq!(samples.get("cairn_rate_limited_total{class=\"write\"}"), Some(&2.0));
 }

@@ -1,7 +1,9 @@
-//! The browser packages in CI: `clients/typescript` (`@cairn/client`), `clients/react`
-//! (`@cairn/react`) and `clients/console` (the web console), in that order since each
-//! links the one before it: `npm ci`, `npm run build`, `npm test`, against the debug `cairn`
-//! binary the workspace tests built (`CAIRN_BIN`). Then the console's drift check: its
+//! The browser packages in CI: one npm workspace at `clients/` holding `clients/typescript`
+//! (`@cairn/client`), `clients/react` (`@cairn/react`, which depends on the client by
+//! version) and `clients/console` (the web console): `npm ci` once at the workspace's root,
+//! then `npm run build` and `npm test` in each, in that order since each builds on the one
+//! before it, against the debug `cairn` binary the workspace tests built (`CAIRN_BIN`).
+//! Then the console's drift check: its
 //! build writes `crates/console/assets`, which is committed (the daemon embeds it, so a
 //! cargo build needs no Node), and must not differ from what was committed.
 
@@ -16,15 +18,19 @@ const PACKAGES: &[&str] = &["clients/typescript", "clients/react", "clients/cons
 /// Where the console's build writes the files the daemon embeds.
 pub(crate) const CONSOLE_ASSETS: &str = "crates/console/assets";
 
-/// `npm ci`, `npm run build` and `npm test` in every package, then the drift check.
+/// The npm workspace's root.
+const WORKSPACE: &str = "clients";
+
+/// `npm ci` at the workspace's root, `npm run build` and `npm test` in every package, then
+/// the drift check.
 pub(crate) fn ci(root: &Path) -> anyhow::Result<()> {
     let cairn = build_cairn(root)?;
+    npm(&root.join(WORKSPACE), &["ci", "--no-audit", "--no-fund"], &cairn)?;
     for package in PACKAGES {
         let directory = root.join(package);
         if !directory.join("package.json").exists() {
             bail!("{package}/package.json is missing");
         }
-        npm(&directory, &["ci", "--no-audit", "--no-fund"], &cairn)?;
         npm(&directory, &["run", "build"], &cairn)?;
         npm(&directory, &["test"], &cairn)?;
     }
@@ -33,10 +39,11 @@ pub(crate) fn ci(root: &Path) -> anyhow::Result<()> {
 
 /// Rebuilds the console's committed assets (`cargo xtask console`).
 pub(crate) fn console(root: &Path) -> anyhow::Result<()> {
-    let directory = root.join("clients/console");
     let cairn = PathBuf::new();
-    npm(&directory, &["ci", "--no-audit", "--no-fund"], &cairn)?;
-    npm(&directory, &["run", "build"], &cairn)?;
+    npm(&root.join(WORKSPACE), &["ci", "--no-audit", "--no-fund"], &cairn)?;
+    for package in PACKAGES {
+        npm(&root.join(package), &["run", "build"], &cairn)?;
+    }
     println!("{CONSOLE_ASSETS} rebuilt; commit it with the console's sources");
     Ok(())
 }

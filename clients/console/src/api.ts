@@ -2,7 +2,7 @@
 // the operator's API key, kept in sessionStorage only, goes with every request as X-API-Key;
 // a 401 forgets it and asks again.
 
-import { readMessages } from "./sse";
+import { readServerSentEvents } from "@cairn/client";
 
 export type Scope = "repo" | "user" | "global" | "task";
 export type Status = "active" | "stale" | "review";
@@ -283,7 +283,7 @@ export function streamConversation(
           throw new ApiError(`the stream answered ${response.status}`, response.status, "STREAM");
         }
         onState("open");
-        for await (const message of readMessages(response.body)) {
+        for await (const message of readServerSentEvents(response.body)) {
           const event = JSON.parse(message.data) as RuntimeEvent;
           if (last !== undefined && event.offset <= last) continue;
           last = event.offset;

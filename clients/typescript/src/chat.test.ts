@@ -59,8 +59,8 @@ describe("a booking chat (book-demo.json)", () => {
     expect(state.activities).toEqual([
       { id: events[2]!.data.activityId, label: "Understood: greeting", status: "done" },
       { id: events[9]!.data.activityId, label: "Understood: book demo", status: "done" },
-      { id: events[13]!.data.activityId, label: "Asking for form", status: "done" },
-      { id: events[20]!.data.activityId, label: "Running memory.store", status: "done" },
+      { id: events[13]!.data.activityId, label: "Getting a short form ready", status: "done" },
+      { id: events[20]!.data.activityId, label: "Noting that down", status: "done" },
       { id: events[28]!.data.activityId, label: "Understood: thanks", status: "done" },
     ]);
     expect(state.prompts).toEqual([
@@ -79,7 +79,7 @@ describe("a booking chat (book-demo.json)", () => {
   test("shows each step as it happens: waiting for the agent, activities running, the form open", () => {
     expect(upTo(events, 8).pendingMessageRole).toBe("assistant");
     const thinking = upTo(events, 13);
-    expect(thinking.activities.at(-1)).toEqual({ id: events[13]!.data.activityId, label: "Asking for form", status: "running" });
+    expect(thinking.activities.at(-1)).toEqual({ id: events[13]!.data.activityId, label: "Getting a short form ready", status: "running" });
     const opened = upTo(events, 14);
     expect(opened.prompts).toEqual([
       { promptId: events[14]!.data.promptId, kind: "form", input: { fields: ["name", "email"] }, offset: 14, status: "open" },
@@ -120,8 +120,8 @@ describe("a booking chat (book-demo.json)", () => {
     expect(state.activities.map((activity) => activity.label)).toEqual([
       "Thinking about greeting",
       "Thinking about book_demo",
-      "Asking for form",
-      "Running memory.store",
+      "Getting a short form ready",
+      "Noting that down",
       "Thinking about thanks",
     ]);
     expect(seen[0]).toEqual({ event: events[2], kind: "intent", defaultLabel: "Understood: greeting", name: "greeting" });
@@ -207,31 +207,57 @@ describe("a handoff (handoff.json)", () => {
   });
 });
 
+describe("a conversation closed with a widget open", () => {
+  const events = fixture("book-demo");
+  const opened = events.find((event) => event.type === "prompt.opened")!;
+
+  test("its prompts close with it and wait for nobody", () => {
+    const open = upTo(events, opened.offset);
+    expect(open.prompts.map((prompt) => prompt.status)).toEqual(["open"]);
+    const closedEvent: RuntimeEvent = {
+      ...events[opened.offset]!,
+      id: "evt_closed",
+      offset: opened.offset + 1,
+      type: "conversation.closed",
+      data: { reason: "visitor left" },
+    };
+    const closed = reduceChatRuntimeEvent(open, closedEvent);
+    expect(closed.lifecycle).toBe("closed");
+    expect(closed.pendingMessageRole).toBeUndefined();
+    expect(closed.prompts.map((prompt) => [prompt.promptId, prompt.status])).toEqual([[opened.data.promptId, "closed"]]);
+  });
+});
+
 describe("a voice call with barge-in (voice-barge-in.json)", () => {
   const events = fixture("voice-barge-in");
 
   test("a reply cut by the caller is aborted, and a later truncation cuts the text it kept", () => {
-    const beforeTruncation = upTo(events, 17);
+    const beforeTruncation = upTo(events, 14);
     expect(visible(beforeTruncation)).toEqual([
       ["user", "hello", "sent"],
       ["assistant", events[8]!.data.text, "aborted"],
       ["user", "I'd like to book a demo", "sent"],
-      ["assistant", "Happy to set that up. Where can we reach you?", "sent"],
+      // On a call the form is asked for in words.
+      [
+        "assistant",
+        "Happy to set that up. Where can we reach you?\n\nPlease tell me your name, and an e-mail address or phone number.",
+        "sent",
+      ],
     ]);
     expect(events[8]!.data.aborted).toBe(true);
     const state = fold(events);
     expect(state.messages[3]).toEqual({
-      id: messageId(events, 17),
+      id: messageId(events, 14),
       role: "assistant",
-      text: events[18]!.data.text,
+      text: events[15]!.data.text,
       status: "aborted",
-      offset: 17,
+      offset: 14,
     });
-    expect(events[18]!.data.text).toBe("Happy to set");
-    expect(state.prompts[0]).toMatchObject({ kind: "form", status: "open", displayOffset: 17 });
-    expect(state.lastOffset).toBe(19);
+    expect(events[15]!.data.text).toBe("Happy to set");
+    expect(state.prompts).toEqual([]);
+    expect(state.lastOffset).toBe(16);
     // The truncation delivered again (a resumed stream) changes nothing.
-    expect(reduceChatRuntimeEvent(state, events[18]!)).toBe(state);
+    expect(reduceChatRuntimeEvent(state, events[15]!)).toBe(state);
   });
 });
 
@@ -247,6 +273,9 @@ describe("an answer from memory (memory-answer.json)", () => {
     const state = fold(events);
     expect(state.activities).toEqual([{ id: events[2]!.data.activityId, label: "Looking through memory", status: "done" }]);
     expect(state.messages.at(-1)!.text.endsWith(formatSupportReferences(references))).toBe(true);
+    // The links a UI renders as anchors.
+    expect(state.messages.at(-1)!.sources).toEqual(answer.data.supportSourceLinks);
+    expect(state.messages.at(-1)!.sources!.some((link) => link.url?.startsWith("http"))).toBe(true);
   });
 });
 

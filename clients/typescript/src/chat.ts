@@ -2,7 +2,8 @@
 // (messages, activities, widget prompts), idempotent by offset so replays, duplicates and
 // late re-deliveries change nothing.
 
-import type { ConversationLifecycle, MessageSegment, RuntimeEvent } from "./types.js";
+import { collectSupportSourceLinks } from "./support.js";
+import type { ConversationLifecycle, MessageSegment, RuntimeEvent, SupportReference, SupportSourceLink } from "./types.js";
 
 export type ChatMessageStatus = "failed" | "aborted" | "sending" | "streaming" | "sent";
 
@@ -14,6 +15,8 @@ export interface ChatMessage {
   /** The offset of the `message` event (absent on a message not yet in the log). */
   offset?: number;
   segments?: MessageSegment[];
+  /** An answer from memory's sources (its `supportReferences`), one link per URL. */
+  sources?: SupportSourceLink[];
 }
 
 export type ChatActivityStatus = "running" | "done";
@@ -24,7 +27,8 @@ export interface ChatActivity {
   status: ChatActivityStatus;
 }
 
-export type PromptStatus = "open" | "submitted";
+/** `closed`: the conversation closed while the prompt was open; it takes no output. */
+export type PromptStatus = "open" | "submitted" | "closed";
 
 export interface PromptState {
   promptId: string;
@@ -121,8 +125,11 @@ export function reduceChatRuntimeEvent(
     case "conversation.handoff":
       // Nobody answers in the agent's name until the conversation is resumed.
       return { ...withoutPending(next), lifecycle: "handoff" };
-    case "conversation.closed":
-      return { ...withoutPending(next), lifecycle: "closed" };
+    case "conversation.closed": {
+      // Prompts close with their conversation.
+      const prompts = next.prompts.map((prompt) => (prompt.status === "open" ? { ...prompt, status: "closed" as const } : prompt));
+      return { ...withoutPending(next), prompts, lifecycle: "closed" };
+    }
     default:
       return next;
   }
@@ -139,6 +146,9 @@ function applyMessage(state: ChatEventReducerState, event: RuntimeEvent, data: R
     offset: event.offset,
   };
   if (Array.isArray(data.segments)) message.segments = data.segments as MessageSegment[];
+  if (Array.isArray(data.supportReferences) && data.supportReferences.length > 0) {
+    message.sources = collectSupportSourceLinks(data.supportReferences as SupportReference[]);
+  }
 
   const messages = [...state.messages];
   let index = messages.findIndex((existing) => existing.id === message.id);
@@ -190,11 +200,11 @@ const ACTIVITY_KINDS: readonly ChatActivityLabelKind[] = ["response", "widget", 
 
 const DEFAULT_LABELS: Record<ChatActivityLabelKind, (name: string | undefined) => string> = {
   response: () => "Writing a reply",
-  widget: (name) => (name ? `Asking for ${name}` : "Opening a widget"),
+  widget: () => "Getting a short form ready",
   intent: (name) => (name ? `Understood: ${name.replace(/_/g, " ")}` : "Understanding the request"),
   extraction: () => "Reading the details",
-  action: (name) => (name ? `Running ${name}` : "Taking an action"),
-  tool: (name) => (name ? `Using ${name}` : "Using a tool"),
+  action: () => "Working on it",
+  tool: () => "Looking something up",
   knowledge: () => "Searching what we know",
 };
 

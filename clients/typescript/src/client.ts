@@ -457,6 +457,7 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
         init: { ...sharedInit, ...init },
         factory,
         constructor,
+        fetch: fetchImpl,
         handlers,
         diagnose: (lastOffset) =>
           request({

@@ -1,6 +1,7 @@
 // @cairn/client: the TypeScript client of Cairn's conversation runtime (seed 001): the
 // operations, event streams, channel-event input builders, the chat reducer and the
-// support-reference helpers. No runtime dependencies: the platform's `fetch` and `EventSource`.
+// support-reference helpers. No runtime dependencies: the platform's `fetch`, and its
+// `EventSource` where there is one (else streams are read over `fetch`).
 
 export { createServiceClient } from "./client.js";
 export type {
@@ -19,6 +20,9 @@ export type {
   StreamEventsOptions,
 } from "./client.js";
 export { ServiceApiError, isErrorBody } from "./errors.js";
+export { fetchEventSource } from "./stream.js";
+export { readServerSentEvents } from "./sse.js";
+export type { ServerSentEvent } from "./sse.js";
 export type { ServiceErrorBody } from "./errors.js";
 export {
   createChannelEventInput,

@@ -3,7 +3,14 @@
 // delivered once and in order.
 
 import { ServiceApiError } from "./errors.js";
-import type { EventSourceConstructor, EventSourceFactory, EventSourceLike, StreamEventsHandlers } from "./client.js";
+import type {
+  EventSourceConstructor,
+  EventSourceFactory,
+  EventSourceFactoryOptions,
+  EventSourceLike,
+  StreamEventsHandlers,
+} from "./client.js";
+import { readServerSentEvents } from "./sse.js";
 import type { RuntimeEvent } from "./types.js";
 
 export interface EventStreamSpec {
@@ -15,6 +22,8 @@ export interface EventStreamSpec {
   init: Record<string, unknown>;
   factory: EventSourceFactory | undefined;
   constructor: EventSourceConstructor | undefined;
+  /** Reads the stream when neither a factory nor an `EventSource` is at hand (Node without a polyfill). */
+  fetch: typeof fetch;
   handlers: StreamEventsHandlers;
   /** Asks the runtime, over fetch, why a connection failed: rejects with a `ServiceApiError`. */
   diagnose: (lastOffset: number | undefined) => Promise<void>;
@@ -29,11 +38,9 @@ const CONVERSATION_TOKEN = /^Bearer\s+(cvt_\S+)$/i;
 
 export function openEventStream(spec: EventStreamSpec): () => void {
   const { handlers } = spec;
-  if (!spec.factory && !spec.constructor) {
-    throw new TypeError(
-      "streamEvents: no EventSource here; pass `EventSource` or `createEventSource` (e.g. the `eventsource` package in Node)",
-    );
-  }
+  // No `EventSource` here (Node 20, a worker): the stream is read over `fetch`, which sends
+  // the headers as a factory's source would.
+  const factory = spec.factory ?? (spec.constructor ? undefined : fetchEventSource(spec.fetch));
   let lastOffset = spec.afterOffset;
   let source: EventSourceLike | undefined;
   let stopped = false;
@@ -58,8 +65,8 @@ export function openEventStream(spec: EventStreamSpec): () => void {
     const headers: Record<string, string> = {};
     spec.headers.forEach((value, name) => (headers[name] = value));
     try {
-      source = spec.factory
-        ? spec.factory(url, { ...spec.init, withCredentials: spec.withCredentials, headers })
+      source = factory
+        ? factory(url, { ...spec.init, withCredentials: spec.withCredentials, headers })
         : new spec.constructor!(url, { ...spec.init, withCredentials: spec.withCredentials });
     } catch (error) {
       stopped = true;
@@ -141,10 +148,62 @@ function streamUrl(spec: EventStreamSpec, afterOffset: number | undefined): stri
   if (afterOffset !== undefined) params.set("afterOffset", String(afterOffset));
   // A plain `EventSource` cannot send headers: a conversation token goes in the query, which
   // the daemon moves back into `Authorization`. Factories get the headers instead.
-  if (!spec.factory) {
+  if (!spec.factory && spec.constructor) {
     const token = CONVERSATION_TOKEN.exec(spec.headers.get("authorization") ?? "")?.[1];
     if (token) params.set("token", token);
   }
   const query = params.toString();
   return query ? `${spec.url}?${query}` : spec.url;
+}
+
+/**
+ * An `EventSource` made of `fetch` and the package's SSE reader: one connection, no retries of
+ * its own (the stream above reconnects after the last offset), `onerror` when it fails or ends.
+ */
+export function fetchEventSource(fetchImpl: typeof fetch): EventSourceFactory {
+  return (url: string, options: EventSourceFactoryOptions): EventSourceLike => {
+    const abort = new AbortController();
+    const source: EventSourceLike & { readyState: number } = {
+      readyState: 0,
+      onopen: null,
+      onmessage: null,
+      onerror: null,
+      close() {
+        source.readyState = 2;
+        abort.abort();
+      },
+    };
+    const fail = (event: unknown) => {
+      if (source.readyState === 2) return;
+      source.readyState = 2;
+      abort.abort();
+      source.onerror?.(event);
+    };
+    const headers = { ...options.headers, accept: "text/event-stream" };
+    const init: RequestInit = { headers, signal: abort.signal, cache: "no-store" };
+    if (options.withCredentials) init.credentials = "include";
+    void (async () => {
+      try {
+        const response = await fetchImpl(url, init);
+        const type = response.headers.get("content-type") ?? "";
+        if (!response.ok || !response.body || !type.includes("text/event-stream")) {
+          await response.body?.cancel().catch(() => {});
+          fail({ type: "error", code: response.status });
+          return;
+        }
+        source.readyState = 1;
+        source.onopen?.({ type: "open" });
+        for await (const frame of readServerSentEvents(response.body)) {
+          if (source.readyState === 2) return;
+          if (frame.event !== "message") continue;
+          const message = { type: "message", data: frame.data, lastEventId: frame.id ?? "" };
+          source.onmessage?.(message as MessageEvent);
+        }
+        fail({ type: "error" });
+      } catch (error) {
+        fail({ type: "error", error });
+      }
+    })();
+    return source;
+  };
 }

@@ -145,6 +145,30 @@ describe("a browser with a conversation token", () => {
     expect(error.code).toBe("FORBIDDEN");
   });
 
+  test("without an EventSource the stream goes over fetch with the token as a header", async () => {
+    const mine = await startChat();
+    const urls: string[] = [];
+    const browser = createServiceClient({
+      baseUrl: daemon.runtimeUrl,
+      headers: { authorization: `Bearer ${mine.token}` },
+      fetch: (input, init) => {
+        urls.push(String(input));
+        return fetch(input, init);
+      },
+    });
+    const events: RuntimeEvent[] = [];
+    const errors: unknown[] = [];
+    const stop = browser.streamEvents(mine.conversationId, { onEvent: (event) => events.push(event), onError: (error) => errors.push(error) });
+    try {
+      await browser.sendMessage(mine.conversationId, "hello");
+      await waitFor(() => events.some((event) => event.data.role === "assistant"), "the reply on the stream");
+      expect(urls.find((url) => url.includes("/events/stream"))).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream`);
+      expect(errors).toEqual([]);
+    } finally {
+      stop();
+    }
+  });
+
   test("a factory gets the token as a header and keeps it out of the URL", async () => {
     const mine = await startChat();
     const urls: string[] = [];

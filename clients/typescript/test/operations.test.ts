@@ -232,7 +232,8 @@ describe("a chat with the demo agent", () => {
     expect(note.events[0]!.data).toMatchObject({ role: "assistant", text: "Checking the calendar…", intermediate: true, visibleToModel: false });
 
     const preamble = await client.emitGeneratedPreamble(conversation.id, { purpose: "look up your booking", maxWords: 4 });
-    expect(preamble.text).toBe("One moment while I…");
+    // Whole words only: a shorter preamble, never one cut mid-phrase.
+    expect(preamble.text).toBe("One moment, please.");
     expect(preamble.events[0]!.data).toMatchObject({ role: "assistant", reason: "preamble", purpose: "look up your booking" });
     const defaults = await client.emitGeneratedPreamble(conversation.id);
     expect(defaults.text.length).toBeGreaterThan(0);
@@ -307,7 +308,11 @@ describe("channel events", () => {
       text: "book a demo please",
       onAssistantTextDelta: (delta) => deltas.push(delta),
     });
-    expect(message.text).toBe("Happy to set that up. Where can we reach you?");
+    // SMS shows only words: the form is asked for in words, and no prompt opens.
+    expect(message.text).toBe(
+      "Happy to set that up. Where can we reach you?\n\nPlease tell me your name, and an e-mail address or phone number.",
+    );
+    expect(ofType(message.events, "prompt.opened")).toEqual([]);
     expect(deltas.join("")).toBe(message.text);
     expect(message.events[0]!.data).toMatchObject({ role: "user", nature: "message", direction: "inbound" });
     expect(message.activeJourneyId).toBe("book_demo");

@@ -1,5 +1,5 @@
 // streamEvents against the real daemon: every event once and in order, with the platform's
-// EventSource, an injected constructor or a factory; a stop function; resuming after the
+// EventSource, an injected constructor, a factory or (none of them) fetch; a stop function; resuming after the
 // daemon drops the connection (a restart on the same port and data directory).
 
 import { rmSync } from "node:fs";
@@ -98,9 +98,39 @@ describe("streamEvents", () => {
     }
   });
 
-  test("without any EventSource it says what to pass", () => {
-    const client = createServiceClient({ baseUrl: `${daemonUrl}/api/runtime` });
-    expect(() => client.streamEvents("conv_x", { onEvent: () => {} })).toThrow(/createEventSource/);
+  test("without any EventSource (Node 20) it reads the stream over fetch", async () => {
+    expect((globalThis as { EventSource?: unknown }).EventSource).toBeUndefined();
+    const requests: { url: string; accept: string | null }[] = [];
+    const client = createServiceClient({
+      baseUrl: `${daemonUrl}/api/runtime`,
+      fetch: (input, init) => {
+        requests.push({ url: String(input), accept: new Headers(init?.headers).get("accept") });
+        return fetch(input, init);
+      },
+    });
+    const { conversation } = await client.createConversation();
+    await client.sendMessage(conversation.id, "hello");
+    const seen = collector();
+    const stop = client.streamEvents(conversation.id, seen.handlers);
+    try {
+      const before = await lastOffset(client, conversation.id);
+      await seen.until(() => seen.events.at(-1)?.offset === before, "the log so far");
+      await client.sendMessage(conversation.id, "I'd like to book a demo");
+      const after = await lastOffset(client, conversation.id);
+      await seen.until(() => seen.events.at(-1)?.offset === after, "the new turn");
+      expect(offsets(seen.events)).toEqual(range(0, after));
+      expect(seen.events).toEqual((await client.listEvents(conversation.id)).events);
+      expect(seen.errors).toEqual([]);
+      const stream = requests.find((request) => request.url.includes("/events/stream"));
+      expect(stream?.accept).toBe("text/event-stream");
+    } finally {
+      stop();
+    }
+    // Stopped means stopped: the connection is closed and nothing more arrives.
+    const delivered = seen.events.length;
+    await client.sendMessage(conversation.id, "thanks");
+    await new Promise((done) => setTimeout(done, 300));
+    expect(seen.events.length).toBe(delivered);
   });
 
   test("a factory gets the shared, event-source and per-stream headers and withCredentials", async () => {
@@ -226,6 +256,30 @@ describe("streamEvents across a daemon restart", () => {
       expect(seen.events).toEqual(events);
       // Failed attempts while the daemon was down are reported as retries, never as the end.
       expect(seen.errors.every((error) => !(error instanceof ServiceApiError))).toBe(true);
+    } finally {
+      stop();
+    }
+  });
+
+  test("over fetch too (no EventSource), it resumes after the last offset it delivered", async () => {
+    daemon ??= await startDaemon();
+    const { port, dataDir } = daemon;
+    const client = createServiceClient({ baseUrl: daemon.runtimeUrl });
+    const { conversation } = await client.createConversation();
+    await client.sendMessage(conversation.id, "hello");
+    const seen = collector();
+    const stop = client.streamEvents(conversation.id, seen.handlers);
+    try {
+      const before = await lastOffset(client, conversation.id);
+      await seen.until(() => seen.events.at(-1)?.offset === before, "the first turn");
+      await daemon.stop();
+      daemon = await startDaemon({ port, dataDir });
+      const restarted = createServiceClient({ baseUrl: daemon.runtimeUrl });
+      await restarted.sendMessage(conversation.id, "I'd like to book a demo");
+      const after = await lastOffset(restarted, conversation.id);
+      await seen.until(() => seen.events.at(-1)?.offset === after, "the turn after the restart", 20_000);
+      expect(offsets(seen.events)).toEqual(range(0, after));
+      expect(seen.events).toEqual((await restarted.listEvents(conversation.id)).events);
     } finally {
       stop();
     }

@@ -334,7 +334,8 @@ impl MemoryApi {
     /// Checks a request for the conversation runtime mounted beside this API: as
     /// [`authorize_parts`](MemoryApi::authorize_parts), except that the `runtime` role may
     /// do everything there, and a conversation token only what concerns its conversation
-    /// (`conversation` is the one the request's path names).
+    /// (`conversation` is the one the request's path names). With the principal come the
+    /// `RateLimit-*` headers for the answer (none when the class is unlimited).
     pub async fn authorize_runtime(
         &self,
         parts: &http::request::Parts,
@@ -342,12 +343,16 @@ impl MemoryApi {
         class: RateClass,
         trusted_origins: &[String],
         conversation: Option<&str>,
-    ) -> Result<Principal, Response<ResponseBody>> {
+    ) -> Result<(Principal, http::HeaderMap), Response<ResponseBody>> {
         let principal =
             self.identify_parts(parts, trusted_origins).await.map_err(ApiError::into_response)?;
+        let headers = |rate: Option<limits::RateState>| {
+            rate.map(|rate| rate.headers().into_iter().collect()).unwrap_or_default()
+        };
         if principal.role != Role::Runtime {
-            self.permit(&principal, role, Some(class)).map_err(ApiError::into_response)?;
-            return Ok(principal);
+            let rate =
+                self.permit(&principal, role, Some(class)).map_err(ApiError::into_response)?;
+            return Ok((principal, headers(rate)));
         }
         if let Some(own) = &principal.conversation
             && conversation != Some(own.as_str())
@@ -358,8 +363,9 @@ impl MemoryApi {
             );
             return Err(ApiError::new(ErrorCode::Forbidden, message).into_response());
         }
-        self.inner.limiter.check(class, &principal.id).map_err(ApiError::into_response)?;
-        Ok(principal)
+        let rate =
+            self.inner.limiter.check(class, &principal.id).map_err(ApiError::into_response)?;
+        Ok((principal, headers(rate)))
     }
 
     /// Who is calling: the solo profile's local-only rule (web pages of `trusted_origins`

@@ -20,11 +20,15 @@ pub struct RateLimits {
     /// The memories of batches and imports, in hundreds a minute: apart from `write`, so a
     /// large import does not spend the writes an agent's hooks need.
     pub bulk: u32,
+    /// Visitors started: conversations created and conversation tokens minted (what a chat
+    /// widget's server does for each new visitor), apart from `write`, so one widget server
+    /// can start several hundred visitors a minute.
+    pub start: u32,
 }
 
 impl Default for RateLimits {
     fn default() -> RateLimits {
-        RateLimits { read: 1000, write: 100, context: 200, bulk: 1000 }
+        RateLimits { read: 1000, write: 100, context: 200, bulk: 1000, start: 1000 }
     }
 }
 
@@ -38,6 +42,8 @@ pub enum RateClass {
     /// The memories of a batch or an import, one unit per 100 (the request itself spends
     /// `Write`).
     Bulk,
+    /// Starting a visitor: creating a conversation, minting or revoking a conversation token.
+    Start,
 }
 
 impl RateClass {
@@ -48,6 +54,7 @@ impl RateClass {
             RateClass::Write => "write",
             RateClass::Context => "context",
             RateClass::Bulk => "bulk",
+            RateClass::Start => "start",
         }
     }
 }
@@ -82,6 +89,7 @@ pub(crate) struct Limiter {
     write: Option<ClassLimiter>,
     context: Option<ClassLimiter>,
     bulk: Option<ClassLimiter>,
+    start: Option<ClassLimiter>,
 }
 
 /// Forgotten principals' state is dropped every this many checks (of one thread).
@@ -105,6 +113,7 @@ impl Limiter {
             write: class(limits.write),
             context: class(limits.context),
             bulk: class(limits.bulk),
+            start: class(limits.start),
         }
     }
 
@@ -133,6 +142,7 @@ impl Limiter {
             RateClass::Write => &self.write,
             RateClass::Context => &self.context,
             RateClass::Bulk => &self.bulk,
+            RateClass::Start => &self.start,
         }) else {
             return Ok(None);
         };
@@ -143,8 +153,9 @@ impl Limiter {
             checks.get()
         });
         if checks.is_multiple_of(CLEANUP_EVERY) {
-            for limiter in
-                [&self.read, &self.write, &self.context, &self.bulk].into_iter().flatten()
+            for limiter in [&self.read, &self.write, &self.context, &self.bulk, &self.start]
+                .into_iter()
+                .flatten()
             {
                 limiter.limiter.retain_recent();
             }
@@ -234,7 +245,7 @@ mod tests {
 
     #[test]
     fn limits_count_down_per_principal_and_class() {
-        let limiter = Limiter::new(RateLimits { read: 3, write: 0, context: 5, bulk: 0 });
+        let limiter = Limiter::new(RateLimits { read: 3, write: 0, context: 5, bulk: 0, start: 0 });
         let first = limiter.check(RateClass::Read, &"key:a".to_owned()).unwrap().unwrap();
         assert_eq!((first.limit, first.remaining), (3, 2));
         let headers = first.headers().map(|(name, value)| format!("{name}: {value:?}"));

@@ -88,12 +88,7 @@ pub fn document_access(
         _ => None,
     };
     let Some(documented) = documented else { return };
-    let class = class.map(|class| match class {
-        RateClass::Read => "read",
-        RateClass::Write => "write",
-        RateClass::Context => "context",
-        RateClass::Bulk => "bulk",
-    });
+    let class = class.map(RateClass::as_str);
     let note = match class {
         Some(class) => format!("Role: `{role}`. Rate-limit class: `{class}`."),
         None => format!("Role: `{role}`. Not rate limited."),

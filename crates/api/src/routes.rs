@@ -113,9 +113,10 @@ impl Operation {
             | Operation::SyncConnector
             | Operation::DreamCycle
             | Operation::Erase
-            | Operation::ResolveConflict
-            | Operation::CreateConversationToken
-            | Operation::RevokeConversationToken => RateClass::Write,
+            | Operation::ResolveConflict => RateClass::Write,
+            Operation::CreateConversationToken | Operation::RevokeConversationToken => {
+                RateClass::Start
+            }
             Operation::ListMemories
             | Operation::EvidencePack
             | Operation::ReviewQueue

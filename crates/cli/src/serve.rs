@@ -53,6 +53,11 @@ pub(crate) struct ServeArgs {
     /// apart from writes, so a large import leaves the agent's writes alone.
     #[arg(long, env = "SERVICE_RATE_LIMIT_BULK", default_value_t = 1000)]
     rate_limit_bulk: u32,
+    /// Visitors started a minute per principal (0: unlimited): conversations created and
+    /// conversation tokens minted, apart from writes, so a chat widget's server can start
+    /// several hundred visitors a minute.
+    #[arg(long, env = "SERVICE_RATE_LIMIT_START", default_value_t = 1000)]
+    rate_limit_start: u32,
     /// Semantic retrieval: `local` (the model `cairn model fetch` installs), `openai` (an
     /// OpenAI-compatible embeddings endpoint) or `none` [default: local when the model is
     /// installed, else none].
@@ -218,6 +223,7 @@ pub(crate) async fn run(args: ServeArgs) -> anyhow::Result<()> {
             write: args.rate_limit_write,
             context: args.rate_limit_context,
             bulk: args.rate_limit_bulk,
+            start: args.rate_limit_start,
         },
         openapi: cairn_server::openapi_json(),
         build: build(),

@@ -39,6 +39,7 @@ use cairn_types::{
 
 pub use crate::guard::built_in_verdict;
 pub use crate::repo::{RepoSource, repo_identity};
+pub use crate::text::question_coverage;
 pub use crate::tokens::count_tokens;
 
 /// Default and largest page sizes of memory lists.

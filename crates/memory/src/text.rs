@@ -83,6 +83,42 @@ const STOP_WORDS: &[&str] = &[
     "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
+/// Words a question asks with, which say nothing of what it is about ("can you tell me
+/// how refunds work"): left out when judging whether a text answers it. Sorted.
+const ASKING_WORDS: &[&str] = &[
+    "anyone", "get", "help", "know", "like", "need", "please", "tell", "thing", "things", "want",
+    "way", "work", "works",
+];
+
+/// How much of a question `text` speaks to: the share of the question's content words (its
+/// [`query_terms`], less the words it asks with) that `text` holds, a word matching its
+/// plural or singular (`hour` and `hours`). 0 for a question with no content words.
+pub fn question_coverage(question: &str, text: &str) -> f64 {
+    let asked: Vec<String> = query_terms(question)
+        .into_iter()
+        .filter(|term| ASKING_WORDS.binary_search(&term.as_str()).is_err())
+        .collect();
+    if asked.is_empty() {
+        return 0.0;
+    }
+    let held: std::collections::HashSet<String> = words(text).map(|word| singular(&word)).collect();
+    let covered = asked.iter().filter(|term| held.contains(&singular(term))).count();
+    covered as f64 / asked.len() as f64
+}
+
+/// A word without a plural's `s` (`hours` → `hour`, `policies` → `policy`; `bus` stays).
+fn singular(word: &str) -> String {
+    if let Some(stem) = word.strip_suffix("ies").filter(|stem| stem.len() >= 2) {
+        return format!("{stem}y");
+    }
+    match word.strip_suffix('s') {
+        Some(stem) if stem.len() >= 3 && !stem.ends_with('s') && !stem.ends_with('u') => {
+            stem.to_owned()
+        }
+        _ => word.to_owned(),
+    }
+}
+
 /// Words that make a note a rule or a preference: "use pnpm, not npm", "never push to
 /// main", "we prefer tabs", "don't" (split as `don` `t`).
 const RULE_WORDS: &[&str] = &[
@@ -102,6 +138,22 @@ mod tests {
     #[test]
     fn stop_words_are_sorted() {
         assert!(STOP_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(ASKING_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn coverage_is_the_share_of_the_questions_content_words_a_text_holds() {
+        let hours = "Support hours are 9:00 to 17:00 CET, Monday to Friday.";
+        let refunds = "Refund policy: contact support within 30 days for a full refund.";
+        assert_eq!(question_coverage("What are your support hours?", hours), 1.0);
+        assert_eq!(question_coverage("What are your support hours?", refunds), 0.5);
+        assert_eq!(question_coverage("Can you tell me how refunds work?", refunds), 1.0);
+        assert_eq!(question_coverage("What is your refund policy?", refunds), 1.0);
+        assert_eq!(question_coverage("Do you ship to Canada?", refunds), 0.0);
+        assert_eq!(question_coverage("hello?", refunds), 0.0);
+        assert_eq!(singular("policies"), "policy");
+        assert_eq!(singular("bus"), "bus");
+        assert_eq!(singular("class"), "class");
     }
 
     #[test]

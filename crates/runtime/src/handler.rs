@@ -73,6 +73,9 @@ pub enum Authorization {
     /// Like [`Authorization::AllowAs`], for a credential that can be revoked or expire: an
     /// event stream opened with it ends (with an `error` event) once the future completes.
     AllowUntil(String, CredentialEnds),
+    /// Like [`Authorization::AllowAs`] (with `until`, [`Authorization::AllowUntil`]), and
+    /// these headers go on the answer: the caller's rate-limit state, say.
+    AllowWithHeaders { principal: String, until: Option<CredentialEnds>, headers: http::HeaderMap },
     /// Answered with 401 `UNAUTHORIZED`.
     Deny,
     /// Sent as it is: a custom denial.
@@ -451,6 +454,7 @@ impl RuntimeHandler {
         let (parts, body) = request.into_parts();
         let mut principal = None;
         let mut ends = None;
+        let mut extra_headers = None;
         // The voice socket's credential is its single-use token, which the runtime checks.
         let socket = matches!(route(&parts.method, &path), Ok((Operation::VoiceSocket, _)));
         if let Some(authorize) = inner.authorize.as_ref().filter(|_| !socket) {
@@ -459,6 +463,9 @@ impl RuntimeHandler {
                 Authorization::AllowAs(name) => principal = Some(name),
                 Authorization::AllowUntil(name, until) => {
                     (principal, ends) = (Some(name), Some(until))
+                }
+                Authorization::AllowWithHeaders { principal: name, until, headers } => {
+                    (principal, ends, extra_headers) = (Some(name), until, Some(headers))
                 }
                 Authorization::Deny => {
                     return ApiError::new(ErrorCode::Unauthorized, "not authorized")
@@ -478,6 +485,11 @@ impl RuntimeHandler {
         };
         if let Some(caller) = caller {
             response.extensions_mut().insert(caller);
+        }
+        for (name, value) in extra_headers.into_iter().flatten() {
+            if let Some(name) = name {
+                response.headers_mut().entry(name).or_insert(value);
+            }
         }
         response
     }

@@ -154,10 +154,9 @@ pub struct MemoryAuthorize {
 #[async_trait::async_trait]
 impl Authorize for MemoryAuthorize {
     async fn authorize(&self, path: &str, request: &http::request::Parts) -> Authorization {
-        let (role, class) = runtime_access(&request.method);
-        let conversation = cairn_runtime::handler::route(&request.method, path)
-            .ok()
-            .and_then(|(_, conversation)| conversation);
+        let route = cairn_runtime::handler::route(&request.method, path).ok();
+        let (role, class) = runtime_access(&request.method, route.map(|(operation, _)| operation));
+        let conversation = route.and_then(|(_, conversation)| conversation);
         let authorized = self
             .memory
             .authorize_runtime(request, role, class, &self.trusted_origins, conversation)
@@ -166,9 +165,11 @@ impl Authorize for MemoryAuthorize {
             // Streams are capped per principal: per key, token or JWT subject, and per local
             // address in the solo profile.
             // A key or token can be revoked or expire: its event streams end with it.
-            Ok(principal) => match self.memory.credential_ends(&request.headers) {
-                Some(ends) => Authorization::AllowUntil(principal.id, ends),
-                None => Authorization::AllowAs(principal.id),
+            // Rate-limited answers say how much of the limit is left.
+            Ok((principal, headers)) => Authorization::AllowWithHeaders {
+                principal: principal.id,
+                until: self.memory.credential_ends(&request.headers),
+                headers,
             },
             Err(response) => Authorization::Respond(response),
         }
@@ -205,10 +206,16 @@ fn bearer_from_query<B>(request: &mut Request<B>) {
 }
 
 /// The role and rate-limit class a runtime request needs in the daemon: `read` to read
-/// (GET), `write` for everything else.
-pub fn runtime_access(method: &http::Method) -> (Role, RateClass) {
+/// (GET), `write` for everything else; creating a conversation (starting a visitor) spends
+/// the `start` class rather than `write`.
+pub fn runtime_access(
+    method: &http::Method,
+    operation: Option<cairn_runtime::handler::Operation>,
+) -> (Role, RateClass) {
     if method == http::Method::GET {
         (Role::Read, RateClass::Read)
+    } else if operation == Some(cairn_runtime::handler::Operation::CreateConversation) {
+        (Role::Write, RateClass::Start)
     } else {
         (Role::Write, RateClass::Write)
     }

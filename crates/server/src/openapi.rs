@@ -40,7 +40,11 @@ pub fn document() -> OpenApi {
         .collect();
     for (path, methods) in runtime_routes {
         for method in methods {
-            let (role, class) = runtime_access(&method);
+            let relative = path.strip_prefix(RUNTIME_BASE_PATH).unwrap_or(&path);
+            let operation = cairn_runtime::handler::route(&method, relative)
+                .ok()
+                .map(|(operation, _)| operation);
+            let (role, class) = runtime_access(&method, operation);
             cairn_api::openapi::document_access(&mut document, &path, &method, role, Some(class));
         }
     }

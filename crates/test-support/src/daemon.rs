@@ -198,6 +198,7 @@ pub fn cairn_command(data_dir: &Path, subcommand: &str, args: &[&str]) -> Comman
             ("SERVICE_RATE_LIMIT_WRITE", "0"),
             ("SERVICE_RATE_LIMIT_CONTEXT", "0"),
             ("SERVICE_RATE_LIMIT_BULK", "0"),
+            ("SERVICE_RATE_LIMIT_START", "0"),
         ]);
     }
     command

@@ -171,3 +171,94 @@ async fn production_runtime_requests_need_credentials_and_roles() {
     assert_eq!(stream.status, 200);
     assert_eq!(stream.next().await.unwrap().json()["offset"], 0);
 }
+
+// ---------------------------------------------------------------------------------------
+// Browser visitors and the rate limits.
+// ---------------------------------------------------------------------------------------
+
+/// What a chat widget's server does for a new visitor with its `runtime` key: a conversation
+/// and a conversation token for it. The two answers (no token without a conversation).
+async fn start_visitor(daemon: &Daemon, key: &str) -> (Reply, Option<Reply>) {
+    let as_server = [("x-api-key", key)];
+    let created = daemon
+        .request_with(Method::POST, &path("/conversations"), Body::Json(json!({})), &as_server)
+        .await;
+    let Some(id) = created.body["conversation"]["id"].as_str() else { return (created, None) };
+    let mint = json!({"conversationId": id, "ttlSeconds": 600});
+    let token = daemon
+        .request_with(Method::POST, "/api/conversation-tokens", Body::Json(mint), &as_server)
+        .await;
+    (created, Some(token))
+}
+
+#[tokio::test]
+async fn visitors_start_on_a_budget_of_their_own_and_each_token_counts_for_one_visitor() {
+    let directory = tempfile::tempdir().unwrap();
+    let server_key = create_key(directory.path(), "runtime");
+    let daemon = Daemon::start_in_with(
+        directory.path(),
+        &["--profile", "production"],
+        &[
+            ("SERVICE_RATE_LIMIT_WRITE", "3"),
+            ("SERVICE_RATE_LIMIT_START", "8"),
+            ("SERVICE_RATE_LIMIT_READ", "1000"),
+        ],
+    );
+
+    // Starting visitors spends `start` (8 a minute here: four visitors), not `write` (3).
+    let mut visitors = Vec::new();
+    for started in 1..=4u32 {
+        let (created, token) = start_visitor(&daemon, &server_key).await;
+        let token = token.unwrap_or_else(|| panic!("no conversation: {created:?}"));
+        assert_eq!(created.status, 201, "{created:?}");
+        assert_eq!(token.status, 201, "{token:?}");
+        assert_eq!(header(&created, "ratelimit-limit"), Some("8"), "{created:?}");
+        assert_eq!(header(&token, "ratelimit-limit"), Some("8"), "{token:?}");
+        let left = (8 - 2 * started).to_string();
+        assert_eq!(header(&token, "ratelimit-remaining"), Some(left.as_str()), "{token:?}");
+        let id = created.body["conversation"]["id"].as_str().unwrap().to_owned();
+        visitors.push((id, token.body["token"].as_str().unwrap().to_owned()));
+    }
+    let (refused, _) = start_visitor(&daemon, &server_key).await;
+    refused.assert_error(429, "RATE_LIMITED");
+    assert!(header(&refused, "retry-after").is_some(), "{refused:?}");
+
+    // Each visitor's messages spend its own token's budget, with the headers that say so.
+    let send = |id: &str, token: &str| {
+        let path = conversation_path(id, "/messages");
+        let bearer = format!("Bearer {token}");
+        let daemon = &daemon;
+        async move {
+            daemon
+                .request_with(
+                    Method::POST,
+                    &path,
+                    Body::Json(json!({"message": "hello"})),
+                    &[("authorization", bearer.as_str())],
+                )
+                .await
+        }
+    };
+    let (first_id, first_token) = &visitors[0];
+    for left in ["2", "1", "0"] {
+        let sent = send(first_id, first_token).await;
+        assert_eq!(sent.status, 200, "{sent:?}");
+        assert_eq!(header(&sent, "ratelimit-limit"), Some("3"));
+        assert_eq!(header(&sent, "ratelimit-remaining"), Some(left));
+    }
+    send(first_id, first_token).await.assert_error(429, "RATE_LIMITED");
+    let (second_id, second_token) = &visitors[1];
+    let other = send(second_id, second_token).await;
+    assert_eq!(other.status, 200, "another visitor is not held back: {other:?}");
+    // Reads carry their class's headers too.
+    let read = daemon
+        .request_with(
+            Method::GET,
+            &conversation_path(second_id, "/events"),
+            Body::None,
+            &[("authorization", format!("Bearer {second_token}").as_str())],
+        )
+        .await;
+    assert_eq!(read.status, 200, "{read:?}");
+    assert_eq!(header(&read, "ratelimit-limit"), Some("1000"), "{read:?}");
+}

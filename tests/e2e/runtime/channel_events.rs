@@ -277,3 +277,90 @@ async fn concurrent_redeliveries_of_a_first_channel_message_make_one_conversatio
     assert_eq!(listed, [id]);
     assert_eq!(messages_by(&list_events(&daemon, id).await, "user").len(), 1);
 }
+
+/// The reply text and events of a channel event that must succeed.
+async fn said(daemon: &Daemon, body: Value) -> (String, Vec<Value>) {
+    let reply = channel_event(daemon, body).await;
+    assert!(reply.status == 200 || reply.status == 201, "{reply:?}");
+    let text = reply.body["text"].as_str().unwrap_or_default().to_owned();
+    (text, reply.body["events"].as_array().unwrap().clone())
+}
+
+#[tokio::test]
+async fn over_sms_the_concierge_asks_in_words_and_reads_the_answer() {
+    let daemon = Daemon::start();
+    let sms = |text: &str| {
+        json!({
+            "conversationId": "sms-booking",
+            "channel": {"type": "sms", "provider": "twilio", "id": "+15550002"},
+            "text": text,
+        })
+    };
+    let (text, events) = said(&daemon, sms("I'd like to book a demo")).await;
+    assert!(text.contains("Where can we reach you?"), "{text}");
+    assert!(text.contains("e-mail address or phone number"), "asked in words: {text}");
+    assert!(!types(&events).contains(&"prompt.opened"), "no form on SMS: {events:#?}");
+
+    // Not an address: asked again, nothing booked.
+    let (text, _) = said(&daemon, sms("tomorrow afternoon works")).await;
+    assert!(text.starts_with("Sorry, I didn't get an e-mail address or a phone number."), "{text}");
+
+    // The answer in words completes the journey as the form would.
+    let (text, events) =
+        said(&daemon, sms("Sure, my name is Ada and my email is ada@example.com")).await;
+    assert!(text.contains("Thanks Ada, we will write to ada@example.com"), "{text}");
+    let submitted = events.iter().find(|event| event["type"] == "journey.transition").unwrap();
+    assert_eq!(submitted["data"]["trigger"], "widget:form", "{events:#?}");
+    let snapshot = snapshot(&daemon, "sms-booking").await;
+    assert_eq!(snapshot["journeyContext"]["form"]["email"], "ada@example.com", "{snapshot}");
+
+    // On the web the same journey opens its form.
+    let (_, events) = said(
+        &daemon,
+        json!({"channel": "web", "text": "I'd like to book a demo", "dedupeKey": "web-booking"}),
+    )
+    .await;
+    assert!(types(&events).contains(&"prompt.opened"), "{events:#?}");
+}
+
+#[tokio::test]
+async fn the_concierge_answers_only_what_it_knows() {
+    let daemon = Daemon::start();
+    daemon
+        .remember(json!({
+            "content": "Refund policy: contact support within 30 days of purchase for a full refund.",
+            "scope": "global",
+            "tags": ["concierge"],
+            "metadata": {"title": "Refunds", "url": "https://help.example.com/refunds"}
+        }))
+        .await;
+    let web =
+        |text: &str| json!({"conversationId": "web-questions", "channel": "web", "text": text});
+
+    // The refund policy shares a word with the question but does not answer it.
+    let (text, events) = said(&daemon, web("What are your support hours?")).await;
+    assert!(text.starts_with("I don't know the answer to that."), "{text}");
+    assert!(text.contains("person"), "a person is offered: {text}");
+    let reply = messages_by(&events, "assistant")[0];
+    assert!(reply["data"].get("supportReferences").is_none(), "{reply}");
+
+    daemon
+        .remember(json!({
+            "content": "Support hours are 9:00 to 17:00 CET, Monday to Friday.",
+            "scope": "global",
+            "tags": ["concierge"],
+        }))
+        .await;
+    let (text, _) = said(&daemon, web("What are your support hours?")).await;
+    assert!(text.contains("9:00 to 17:00"), "{text}");
+    assert!(!text.contains("refund"), "only what answers it: {text}");
+    let (text, _) = said(&daemon, web("What is your refund policy?")).await;
+    assert!(
+        text.contains("30 days") && text.contains("https://help.example.com/refunds"),
+        "{text}"
+    );
+
+    // Asking for a person hands over.
+    let handoff = channel_event(&daemon, web("A person please")).await;
+    assert_eq!(handoff.body["conversation"]["lifecycle"], "handoff", "{handoff:?}");
+}

@@ -322,6 +322,10 @@ async fn events_and_replays_come_a_page_at_a_time() {
     assert_eq!(small["nextAfterOffset"], 0);
     assert_eq!(small["openPrompts"], whole["openPrompts"]);
     assert_eq!(whole["openPrompts"].as_array().unwrap().len(), 1, "{whole}");
+    // Prompts close with their conversation: a closed one's replay lists none.
+    let closed = daemon.post(&conversation_path(&id, "/close"), json!({})).await;
+    assert_eq!(closed.status, 200, "{closed:?}");
+    assert_eq!(replay(&daemon, &id, "").await["openPrompts"], json!([]));
 
     for endpoint in ["/events", "/replay"] {
         for limit in ["0", "1001", "x"] {

@@ -52,6 +52,8 @@ async fn intermediate_messages_preambles_compaction_and_lifecycle() {
     assert_eq!(preamble.status, 201, "{preamble:?}");
     let text = preamble.body["text"].as_str().unwrap();
     assert!(!text.is_empty() && text.split_whitespace().count() <= 3, "maxWords: {text:?}");
+    // Fewer, whole words: never a phrase cut off ("One moment while I…").
+    assert!(!text.contains('…') && text.ends_with('.'), "cut mid-phrase: {text:?}");
     let event = &preamble.body["events"][0];
     assert_eq!(event["data"]["text"], text);
     assert_eq!(event["data"]["purpose"], "check the calendar");

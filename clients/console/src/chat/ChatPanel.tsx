@@ -4,10 +4,9 @@
 // API key (X-API-Key, also on event streams through a fetch-based event source) in
 // production. Visitors' browsers use conversation tokens instead; see docs/console.md.
 import { useMemo, useState } from "react";
-import { createServiceClient } from "@cairn/client";
+import { createServiceClient, fetchEventSource } from "@cairn/client";
 import { ServiceChatWidget, useServiceVoice, type ServiceChatAppearance } from "@cairn/react";
 import { authHeaders } from "../api";
-import { createFetchEventSource } from "./fetchEventSource";
 
 const APPEARANCE: ServiceChatAppearance = {
   accentColor: "#2f5d50",
@@ -24,7 +23,7 @@ export function ChatPanel(props: { onConversationCreated?: (id: string) => void 
         baseUrl: `${location.origin}/api/runtime`,
         headers: key ? { "X-API-Key": key } : {},
         credentials: "omit",
-        createEventSource: createFetchEventSource,
+        createEventSource: fetchEventSource(fetch),
       }),
     [key],
   );

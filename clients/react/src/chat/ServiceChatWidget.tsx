@@ -2,7 +2,7 @@
 // prompts in place, what the agent is doing, and a composer.
 
 import { useEffect, useId, useRef, useState, type KeyboardEvent, type ReactNode } from "react";
-import type { ChatMessage, PromptState } from "@cairn/client";
+import { formatSupportReferences, type ChatMessage, type PromptState, type SupportSourceLink } from "@cairn/client";
 
 import { appearanceStyle, serviceChatWidgetCss, type ServiceChatAppearance } from "./appearance.js";
 import { defaultWidgetRenderers, FallbackWidget, type WidgetRenderers } from "./renderers.js";
@@ -57,6 +57,45 @@ const STATUS_NOTES: Partial<Record<ChatMessage["status"], string>> = {
   aborted: "Interrupted",
 };
 
+/**
+ * What a visitor reads for a failure: plain words by the kind of failure, never the server's
+ * own message (which names conversations and routes; the hook's `error` keeps it for the app).
+ */
+export function visitorErrorText(error: Error): string {
+  const status = (error as { status?: unknown }).status;
+  if (typeof status !== "number") return "We couldn't reach the chat. Check your connection and try again.";
+  if (status === 401 || status === 403) return "This chat session has expired. Reload the page to start again.";
+  if (status === 409) return "This conversation can't take messages right now.";
+  if (status === 413 || status === 422 || status === 400) return "That message couldn't be sent. Try a shorter one.";
+  if (status === 429) return "Too many messages at once. Wait a moment and try again.";
+  return "Something went wrong on our side. Please try again.";
+}
+
+/** A message's text without the sources line its links are shown for. */
+function shownText(message: ChatMessage): string {
+  if (!message.sources || message.sources.length === 0) return message.text;
+  const sources = formatSupportReferences(message.sources);
+  return message.text.endsWith(sources) ? message.text.slice(0, -sources.length).trimEnd() : message.text;
+}
+
+function Sources({ links }: { links: SupportSourceLink[] }): ReactNode {
+  return (
+    <ul className="cairn-chat__sources" aria-label="Sources">
+      {links.map((link) => (
+        <li key={link.url ?? link.id}>
+          {link.url === undefined || !/^https?:\/\//i.test(link.url) ? (
+            link.label
+          ) : (
+            <a href={link.url} target="_blank" rel="noopener noreferrer">
+              {link.label}
+            </a>
+          )}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 /** The chat widget. Takes the chat hook's options plus its own; see `docs/react.md`. */
 export function ServiceChatWidget(props: ServiceChatWidgetProps): ReactNode {
   const {
@@ -73,7 +112,8 @@ export function ServiceChatWidget(props: ServiceChatWidgetProps): ReactNode {
   const [draft, setDraft] = useState("");
   const id = useId();
   const logRef = useRef<HTMLDivElement>(null);
-  const busy = chat.status === "starting" || chat.status === "sending" || chat.status === "streaming";
+  const closed = chat.lifecycle === "closed";
+  const busy = closed || chat.status === "starting" || chat.status === "sending" || chat.status === "streaming";
   const renderers = { ...defaultWidgetRenderers, ...widgets };
 
   const lastText = chat.messages[chat.messages.length - 1]?.text;
@@ -95,6 +135,11 @@ export function ServiceChatWidget(props: ServiceChatWidgetProps): ReactNode {
     }
   };
   const running = chat.activities.filter((activity) => activity.status === "running");
+  // Waiting for the reply, and no piece of it showing yet.
+  const typing =
+    chat.pendingMessageRole === "assistant" &&
+    running.length === 0 &&
+    !chat.messages.some((message) => message.status === "streaming");
 
   return (
     <section
@@ -125,14 +170,15 @@ export function ServiceChatWidget(props: ServiceChatWidgetProps): ReactNode {
                 aria-busy={message.status === "streaming" || message.status === "sending" ? true : undefined}
               >
                 <span className="cairn-chat__visually-hidden">{message.role === "user" ? "You: " : "Assistant: "}</span>
-                {message.text}
+                {shownText(message)}
+                {message.sources && message.sources.length > 0 ? <Sources links={message.sources} /> : null}
                 {note === undefined ? null : <span className="cairn-chat__message-note">{note}</span>}
               </div>
             );
           }
           const { prompt } = item;
           const Renderer = renderers[prompt.kind] ?? FallbackWidget;
-          const submitted = prompt.status === "submitted";
+          const submitted = prompt.status !== "open";
           return (
             <Renderer
               key={item.key}
@@ -157,12 +203,39 @@ export function ServiceChatWidget(props: ServiceChatWidgetProps): ReactNode {
             {activity.label}…
           </div>
         ))}
+        {typing ? (
+          <div className="cairn-chat__typing" role="status" aria-label="The assistant is typing">
+            <span />
+            <span />
+            <span />
+          </div>
+        ) : null}
+        {chat.lifecycle === "handoff" ? (
+          <p className="cairn-chat__notice" role="status">
+            A person from the team is joining this conversation. They will reply here.
+          </p>
+        ) : null}
       </div>
-      {chat.error === undefined ? null : (
+      {chat.error === undefined || closed ? null : (
         <p className="cairn-chat__error" role="alert">
-          {chat.error.message}
+          {visitorErrorText(chat.error)}
         </p>
       )}
+      {closed ? (
+        <div className="cairn-chat__closed" role="status">
+          <p>This conversation has ended.</p>
+          <button
+            type="button"
+            className="cairn-chat__button"
+            onClick={() => {
+              setDraft("");
+              chat.startNewConversation();
+            }}
+          >
+            Start a new conversation
+          </button>
+        </div>
+      ) : null}
       <form
         className="cairn-chat__composer"
         onSubmit={(event) => {
@@ -178,6 +251,7 @@ export function ServiceChatWidget(props: ServiceChatWidgetProps): ReactNode {
           rows={1}
           value={draft}
           placeholder={placeholder}
+          disabled={closed}
           onChange={(event) => setDraft(event.currentTarget.value)}
           onKeyDown={onKeyDown}
         />

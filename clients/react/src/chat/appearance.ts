@@ -120,6 +120,16 @@ export const serviceChatWidgetCss = `
 .cairn-chat__option[aria-pressed="true"] { background: var(--cairn-chat-accent); color: var(--cairn-chat-accent-text); }
 .cairn-chat button:disabled, .cairn-chat fieldset:disabled button { cursor: default; opacity: 0.6; }
 .cairn-chat :focus-visible { outline: 2px solid var(--cairn-chat-accent); outline-offset: 2px; }
+.cairn-chat__sources { margin: 6px 0 0; padding-left: 1.2em; font-size: 0.9em; white-space: normal; }
+.cairn-chat__sources a { color: inherit; }
+.cairn-chat__typing { align-self: flex-start; display: flex; gap: 4px; padding: 10px 12px; border-radius: var(--cairn-chat-radius); background: var(--cairn-chat-assistant-background); }
+.cairn-chat__typing span { width: 6px; height: 6px; border-radius: 50%; background: var(--cairn-chat-muted); animation: cairn-chat-typing 1.2s infinite ease-in-out; }
+.cairn-chat__typing span:nth-child(2) { animation-delay: 0.2s; }
+.cairn-chat__typing span:nth-child(3) { animation-delay: 0.4s; }
+@keyframes cairn-chat-typing { 0%, 80%, 100% { opacity: 0.3; } 40% { opacity: 1; } }
+.cairn-chat__notice { align-self: stretch; margin: 0; padding: 8px 12px; text-align: center; color: var(--cairn-chat-muted); font-size: 0.9em; border: 1px dashed var(--cairn-chat-border); border-radius: var(--cairn-chat-radius); }
+.cairn-chat__closed { display: flex; align-items: center; justify-content: space-between; gap: var(--cairn-chat-gap); padding: 10px 14px 0; }
+.cairn-chat__closed p { margin: 0; color: var(--cairn-chat-muted); }
 .cairn-chat__error { margin: 0 14px 8px; color: var(--cairn-chat-danger); font-size: 0.9em; }
 .cairn-chat__composer { display: flex; gap: var(--cairn-chat-gap); padding: 10px 14px; border-top: 1px solid var(--cairn-chat-border); }
 .cairn-chat__composer textarea { flex: 1; resize: none; min-height: 2.5em; }

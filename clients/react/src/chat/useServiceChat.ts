@@ -10,6 +10,7 @@ import type {
   ChatEventReducerState,
   ChatMessage,
   ConversationChannelInput,
+  ConversationLifecycle,
   PromptState,
   RuntimeEvent,
   ServiceClient,
@@ -76,6 +77,22 @@ export interface UseServiceChatResult {
   /** `starting`, `sending`, `streaming`, `idle` or `error`. */
   status: ServiceChatStatus;
   /**
+   * The conversation's lifecycle as its events tell it: `active`, `handoff` (a person takes
+   * over; the agent stays silent) or `closed`; `undefined` before there is a conversation.
+   */
+  lifecycle: ConversationLifecycle | undefined;
+  /**
+   * `assistant` while a reply is awaited (show a typing indicator): from sending a message or
+   * a widget until the reply comes; never while a person has the conversation or it is closed.
+   */
+  pendingMessageRole: "user" | "assistant" | undefined;
+  /**
+   * Leaves the conversation shown (a closed one, say): the chat empties and the next
+   * `sendMessage` starts a new conversation. A `conversationId` option is set aside until
+   * it changes.
+   */
+  startNewConversation: () => void;
+  /**
    * Submits a widget's output for an open prompt. Never rejects: resolves `true` once the
    * runtime took it, `false` on failure (see `error`).
    */
@@ -94,8 +111,10 @@ function asError(error: unknown): Error {
 
 /** The chat hook. See `UseServiceChatOptions` and `docs/react.md`. */
 export function useServiceChat(options: UseServiceChatOptions): UseServiceChatResult {
-  const { conversationId: givenConversationId } = options;
   const [createdConversationId, setCreatedConversationId] = useState<string | undefined>(undefined);
+  /** A given conversation the chat left (`startNewConversation`): set aside until the option changes. */
+  const [leftConversationId, setLeftConversationId] = useState<string | undefined>(undefined);
+  const givenConversationId = options.conversationId === leftConversationId ? undefined : options.conversationId;
   const conversationId = givenConversationId ?? createdConversationId;
   const [chat, setChat] = useState<ChatEventReducerState>(initialChatState);
   const [error, setError] = useState<Error | undefined>(undefined);
@@ -327,6 +346,14 @@ export function useServiceChat(options: UseServiceChatOptions): UseServiceChatRe
     [],
   );
 
+  const startNewConversation = useCallback(() => {
+    for (const controller of aborts.current) controller.abort();
+    aborts.current.clear();
+    setLeftConversationId(latest.current.conversationId);
+    setCreatedConversationId(undefined);
+    conversationRef.current = undefined;
+  }, []);
+
   const clearPrompt = useCallback((promptId: string) => {
     setCleared((set) => new Set(set).add(promptId));
   }, []);
@@ -346,6 +373,11 @@ export function useServiceChat(options: UseServiceChatOptions): UseServiceChatRe
   promptsRef.current = prompts;
 
   const status: ServiceChatStatus = phase === "idle" && loading ? "starting" : phase;
+  const lifecycle = conversationId === undefined ? undefined : chat.lifecycle;
+  // A reply is awaited from the moment a message is sent (the runtime answers within the
+  // request) until it comes, as the log tells; never while a person has the conversation.
+  const quiet = lifecycle === "handoff" || lifecycle === "closed";
+  const pendingMessageRole = quiet ? undefined : (chat.pendingMessageRole ?? (phase === "sending" ? "assistant" : undefined));
 
   return {
     activities: chat.activities,
@@ -357,6 +389,9 @@ export function useServiceChat(options: UseServiceChatOptions): UseServiceChatRe
     sendMessage,
     status,
     submitWidget,
+    lifecycle,
+    pendingMessageRole,
+    startNewConversation,
   };
 }
 

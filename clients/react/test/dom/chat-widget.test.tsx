@@ -3,7 +3,7 @@
 
 import { StrictMode } from "react";
 import { act, cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/react";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, inject, it } from "vitest";
 
 import { ServiceChatWidget, type ServiceChatWidgetSubmitEvent, type WidgetRendererProps } from "../../src/index.js";
 import { testClient } from "../support/client.js";
@@ -113,16 +113,73 @@ describe("ServiceChatWidget", () => {
     expect(screen.queryByLabelText("Name")).toBeNull();
   });
 
-  it("shows a refused message as an alert and the message as not sent", async () => {
-    const { conversation } = await client.createConversation({});
-    await client.closeConversation(conversation.id);
-    render(<ServiceChatWidget client={client} conversationId={conversation.id} />);
-    await waitFor(() => expect(screen.getByRole("region").getAttribute("data-status")).toBe("idle"), WAIT);
-    send("hello?");
+  it("shows a refused message in plain words, never the server's, and the message as not sent", async () => {
+    render(<ServiceChatWidget client={client} />);
+    send("hello");
+    await screen.findByText("Hi! I can book a demo for you, or put you through to a person.", {}, WAIT);
+    send("x".repeat(40_000));
     const alert = await screen.findByRole("alert", {}, WAIT);
-    expect(alert.textContent).toMatch(/closed/i);
+    expect(alert.textContent).toBe("That message couldn't be sent. Try a shorter one.");
     expect(screen.getByText("Not sent")).toBeTruthy();
     expect(screen.getByRole("region").getAttribute("data-status")).toBe("error");
+  });
+
+  it("a closed conversation disables the input, says so plainly, and starts again", async () => {
+    const { conversation } = await client.createConversation({});
+    await client.sendMessage(conversation.id, "hello");
+    await client.closeConversation(conversation.id);
+    const created: string[] = [];
+    render(<ServiceChatWidget client={client} conversationId={conversation.id} onConversationCreated={(id) => created.push(id)} />);
+    await screen.findByText("This conversation has ended.", {}, WAIT);
+    const input = screen.getByLabelText("Message");
+    expect(input).toHaveProperty("disabled", true);
+    expect(screen.getByRole("button", { name: "Send" })).toHaveProperty("disabled", true);
+    // Nothing of the server's own words: no ids, no "resume it first".
+    const region = screen.getByRole("region");
+    expect(region.textContent).not.toMatch(/conv_|resume/);
+
+    fireEvent.click(screen.getByRole("button", { name: "Start a new conversation" }));
+    await waitFor(() => expect(screen.getByLabelText("Message")).toHaveProperty("disabled", false), WAIT);
+    expect(screen.queryByText("hello")).toBeNull();
+    send("hello");
+    await screen.findByText("Hi! I can book a demo for you, or put you through to a person.", {}, WAIT);
+    expect(created).toHaveLength(1);
+    expect(created[0]).not.toBe(conversation.id);
+  });
+
+  it("shows a notice when a person takes over, and the open prompt closes with its conversation", async () => {
+    render(<ServiceChatWidget client={client} />);
+    send("I would like to book a demo");
+    const log = screen.getByRole("log");
+    await within(log).findByLabelText("Name", {}, WAIT);
+    send("Can I talk to a human please?");
+    await screen.findByText("A person from the team is joining this conversation. They will reply here.", {}, WAIT);
+    // While a person has the conversation nobody types in the agent's name.
+    expect(screen.queryByLabelText("The assistant is typing")).toBeNull();
+    expect(screen.getByLabelText("Message")).toHaveProperty("disabled", false);
+  });
+
+  it("gives an answer's sources as links, without repeating them as text", async () => {
+    const daemon = inject("cairnUrl");
+    const stored = await fetch(`${daemon}/api/memories`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        content: "Parking for visitors is on level -2; ask reception for a ticket.",
+        scope: "global",
+        tags: ["concierge"],
+        metadata: { title: "Visitor guide", url: "https://help.example.com/visitors" },
+      }),
+    });
+    expect(stored.status).toBe(201);
+    render(<ServiceChatWidget client={client} />);
+    send("Where is visitor parking?");
+    const link = await screen.findByRole("link", { name: "Visitor guide" }, WAIT);
+    expect(link.getAttribute("href")).toBe("https://help.example.com/visitors");
+    expect(link.getAttribute("rel")).toBe("noopener noreferrer");
+    const answer = link.closest("[data-role='assistant']")!;
+    expect(answer.textContent).toContain("level -2");
+    expect(answer.textContent).not.toContain("Sources:");
   });
 
   it("sends with Enter, and keeps Shift+Enter for a new line", async () => {

@@ -1,10 +1,10 @@
 // A reply written by a language model streams into the chat as it is written, then the
 // event stream's message takes its place: one reply, never two.
 
-import { cleanup, renderHook, waitFor } from "@testing-library/react";
+import { cleanup, fireEvent, render, renderHook, screen, waitFor } from "@testing-library/react";
 import { afterEach, describe, expect, it } from "vitest";
 
-import { useServiceChat, type ServiceChatStatus } from "../../src/index.js";
+import { ServiceChatWidget, useServiceChat, type ServiceChatStatus } from "../../src/index.js";
 import { testClient } from "../support/client.js";
 
 declare global {
@@ -18,8 +18,10 @@ describe("useServiceChat with a language model", () => {
     const client = testClient("cairnModelUrl");
     const statuses: ServiceChatStatus[] = [];
     const replies: { text: string; status: string }[] = [];
+    const pending = new Set<string | undefined>();
     const { result } = renderHook(() => {
       const chat = useServiceChat({ client });
+      pending.add(chat.pendingMessageRole);
       if (statuses[statuses.length - 1] !== chat.status) statuses.push(chat.status);
       const reply = chat.messages.find((message) => message.role === "assistant");
       const last = replies[replies.length - 1];
@@ -58,5 +60,28 @@ describe("useServiceChat with a language model", () => {
     expect(streamed).toContain("Happy to help ");
     expect(streamed.length).toBeGreaterThanOrEqual(3);
     expect(replies[replies.length - 1]).toEqual({ text: "Happy to help you book a demo.", status: "sent" });
+    // The hook said a reply was awaited (a typing indicator's cue), and that it came.
+    expect(pending.has("assistant")).toBe(true);
+    expect(result.current.pendingMessageRole).toBeUndefined();
+    expect(result.current.lifecycle).toBe("active");
+  });
+
+  it("the widget shows a typing indicator until the reply starts", async () => {
+    const client = testClient("cairnModelUrl");
+    render(<ServiceChatWidget client={client} />);
+    let typing = false;
+    const observer = new MutationObserver(() => {
+      if (document.querySelector("[aria-label='The assistant is typing']")) typing = true;
+    });
+    observer.observe(document.body, { subtree: true, childList: true });
+    try {
+      fireEvent.change(screen.getByLabelText("Message"), { target: { value: "I would like to book a demo" } });
+      fireEvent.click(screen.getByRole("button", { name: "Send" }));
+      await screen.findByText("Happy to help you book a demo.", {}, { timeout: 10_000 });
+    } finally {
+      observer.disconnect();
+    }
+    expect(typing).toBe(true);
+    await waitFor(() => expect(screen.queryByLabelText("The assistant is typing")).toBeNull());
   });
 });

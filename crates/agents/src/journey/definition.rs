@@ -16,6 +16,10 @@ pub struct AgentDefinition {
     /// Said when nothing answers a message.
     #[serde(default)]
     pub fallback: Option<String>,
+    /// Said when a question finds no answer in what the agent knows (default: "I don't know
+    /// the answer to that."); a good one offers a person.
+    #[serde(default)]
+    pub unknown: Option<String>,
     #[serde(default)]
     pub intents: Vec<IntentDefinition>,
     #[serde(default)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use regex::{Regex, RegexBuilder};
 use sha2::{Digest, Sha256};
 
-use super::{AgentDefinition, JourneyDefinition, TransitionOn};
+use super::{AgentDefinition, JourneyDefinition, JourneyState, TransitionOn, WidgetDefinition};
 
 /// Why agent definitions did not load.
 #[derive(Debug, thiserror::Error)]
@@ -260,6 +260,17 @@ impl Agent {
     /// Said when nothing answers a message.
     pub fn fallback(&self) -> Option<&str> {
         self.definition.fallback.as_deref()
+    }
+
+    /// The widget the journey waits for: the active state's, when it has one.
+    pub fn awaited_widget(&self, state: &JourneyState) -> Option<&WidgetDefinition> {
+        let journey = self.journey(state.active_journey_id.as_deref()?)?;
+        journey.state(state.active_state_ids.first()?)?.widget.as_ref()
+    }
+
+    /// What the agent says to a question nothing it knows answers.
+    pub fn unknown(&self) -> Option<&str> {
+        self.definition.unknown.as_deref()
     }
 
     pub fn definition(&self) -> &AgentDefinition {

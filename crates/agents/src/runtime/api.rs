@@ -581,13 +581,17 @@ impl Runtime for DefaultRuntime {
             }
         }
         // Open prompts are the conversation's state, not a page of its log: every prompt
-        // still open that was opened after `afterOffset`, at most a page of them.
-        let open_prompts = self
-            .shared
-            .store
-            .open_prompts(&conversation.id, input.after_offset, None, MAX_EVENT_PAGE)
-            .await
-            .map_err(RuntimeError::internal)?;
+        // still open that was opened after `afterOffset`, at most a page of them. Prompts
+        // close with their conversation: a closed one has none (it takes no output).
+        let open_prompts = if conversation.lifecycle == Lifecycle::Closed {
+            Vec::new()
+        } else {
+            self.shared
+                .store
+                .open_prompts(&conversation.id, input.after_offset, None, MAX_EVENT_PAGE)
+                .await
+                .map_err(RuntimeError::internal)?
+        };
         Ok(ReplayResult {
             conversation,
             events,
@@ -599,10 +603,43 @@ impl Runtime for DefaultRuntime {
     }
 }
 
+/// Preambles that fit fewer words, longest first: what is said when a preamble does not fit.
+const SHORT_PREAMBLES: [&str; 4] =
+    ["One moment, let me look into that.", "One moment, please.", "One moment.", "Okay."];
+
+/// `text` in at most `max_words` words, never cut mid-phrase: its whole sentences that fit,
+/// else the longest of [`SHORT_PREAMBLES`] that fits.
 fn limit_words(text: &str, max_words: usize) -> String {
     let words: Vec<&str> = text.split_whitespace().collect();
     if words.len() <= max_words {
         return words.join(" ");
     }
-    format!("{}…", words[..max_words].join(" ").trim_end_matches([',', '.', ';', ':']))
+    let sentence_end = words[..max_words.min(words.len())]
+        .iter()
+        .rposition(|word| word.ends_with(['.', '!', '?']));
+    if let Some(end) = sentence_end {
+        return words[..=end].join(" ");
+    }
+    let fits = |preamble: &&str| preamble.split_whitespace().count() <= max_words;
+    SHORT_PREAMBLES.into_iter().find(fits).unwrap_or("Okay.").to_owned()
+}
+
+#[cfg(test)]
+mod preamble_tests {
+    use super::limit_words;
+
+    #[test]
+    fn a_preamble_is_cut_to_whole_sentences_or_said_shorter() {
+        let text = "One moment while I check the calendar.";
+        assert_eq!(limit_words(text, 12), text);
+        assert_eq!(limit_words(text, 3), "One moment, please.");
+        assert_eq!(limit_words(text, 2), "One moment.");
+        assert_eq!(limit_words(text, 5), "One moment, please.");
+        assert_eq!(limit_words(text, 1), "Okay.");
+        assert_eq!(limit_words("Sure. Let me look at your order history now.", 4), "Sure.");
+        assert_eq!(
+            limit_words("One moment while I check the calendar for you.", 7),
+            "One moment, let me look into that."
+        );
+    }
 }

@@ -91,6 +91,7 @@ impl DefaultRuntime {
         delivery: Option<&Delivery>,
     ) -> Result<TurnResult> {
         let at = Timestamp::now();
+        let words_only = super::words::words_only(&message_data, conversation);
         let user_event = NewEvent { kind: "message".into(), data: message_data };
         if conversation.lifecycle == Lifecycle::Handoff {
             // A person has the conversation: record the message, say nothing.
@@ -103,9 +104,8 @@ impl DefaultRuntime {
             history.push(ChatMessage::user(text));
         }
         let agent = self.agent(conversation);
-        let out = self
-            .run_turn(conversation, agent, snapshot, Input::Message(text), history, deltas)
-            .await;
+        let input = Input::Message { text, words_only };
+        let out = self.run_turn(conversation, agent, snapshot, input, history, deltas).await;
         let (text, active_journey_id, handoff) =
             (out.text.clone(), out.journey.active_journey_id.clone(), out.handoff);
         let mut commit = self.step_commit(&conversation.id, user_event, out, snapshot);

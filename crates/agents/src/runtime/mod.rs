@@ -16,6 +16,7 @@ mod history;
 mod tests;
 mod turn;
 mod voice;
+mod words;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -2,14 +2,14 @@
 //! answered from memory, and the reply written (by the language model when one is
 //! configured), with activity events around each part so a chat client can show progress.
 
-use cairn_memory::privacy;
+use cairn_memory::{privacy, question_coverage};
 use cairn_store::{NewEvent, NewPrompt};
 use cairn_types::{
     Conversation, IdPrefix, Memory, NewMemory, Scope, SearchQuery, Snapshot, new_id,
 };
 use serde_json::{Value, json};
 
-use super::DefaultRuntime;
+use super::{DefaultRuntime, words};
 use crate::journey::{Action, Agent, JourneyState, Knowledge, Trigger};
 use crate::llm::ChatMessage;
 use crate::support::{
@@ -70,10 +70,16 @@ pub(super) struct Reader<'a> {
     conversation_id: &'a str,
     owners: Vec<String>,
     knowledge: Option<&'a Knowledge>,
+    /// The step's channel shows only words: widgets are asked for in words (see [`words`]).
+    words_only: bool,
 }
 
 impl<'a> Reader<'a> {
-    fn of(conversation: &'a Conversation, agent: Option<&'a Agent>) -> Reader<'a> {
+    fn of(
+        conversation: &'a Conversation,
+        agent: Option<&'a Agent>,
+        words_only: bool,
+    ) -> Reader<'a> {
         let mut owners = vec![privacy::conversation_tag(&conversation.id)];
         if let Some(channel) = &conversation.channel
             && let Some(address) = channel.id.as_deref().filter(|address| !address.is_empty())
@@ -81,7 +87,7 @@ impl<'a> Reader<'a> {
             owners.push(privacy::contact_tag(&channel.kind, address));
         }
         let knowledge = agent.and_then(|agent| agent.definition().knowledge.as_ref());
-        Reader { conversation_id: &conversation.id, owners, knowledge }
+        Reader { conversation_id: &conversation.id, owners, knowledge, words_only }
     }
 
     /// Whether a shared memory is one the agent may answer from.
@@ -95,9 +101,18 @@ pub(super) const HANDOFF_INTENT: &str = "handoff";
 
 /// What set the step off.
 pub(super) enum Input<'a> {
-    Message(&'a str),
-    Event { trigger: Trigger<'a> },
-    Widget { kind: &'a str, output: &'a Value },
+    /// A message; `words_only` when its channel shows only words (a call, SMS).
+    Message {
+        text: &'a str,
+        words_only: bool,
+    },
+    Event {
+        trigger: Trigger<'a>,
+    },
+    Widget {
+        kind: &'a str,
+        output: &'a Value,
+    },
 }
 
 pub(super) fn journey_state(snapshot: &Snapshot) -> JourneyState {
@@ -121,14 +136,24 @@ impl DefaultRuntime {
         deltas: Option<&TextDeltas>,
     ) -> TurnOutput {
         let mut out = TurnOutput { journey: journey_state(snapshot), ..TurnOutput::default() };
-        let reader = Reader::of(conversation, agent);
+        let words_only = matches!(input, Input::Message { words_only: true, .. });
+        let reader = Reader::of(conversation, agent, words_only);
         let mut said = Vec::new();
         let mut handled = false;
         if let Some(agent) = agent {
-            let trigger = match &input {
-                Input::Message(text) => Trigger::Message { text },
-                Input::Event { trigger } => *trigger,
-                Input::Widget { kind, output } => Trigger::Widget { kind, output },
+            // On a channel of words, a message answers the widget the journey waits for.
+            let awaited = agent.awaited_widget(&out.journey).filter(|_| words_only);
+            let answer = match (&input, awaited) {
+                (Input::Message { text, .. }, Some(widget)) => {
+                    words::read(&widget.kind, &widget.input, text).map(|output| (widget, output))
+                }
+                _ => None,
+            };
+            let trigger = match (&input, &answer) {
+                (_, Some((widget, output))) => Trigger::Widget { kind: &widget.kind, output },
+                (Input::Message { text, .. }, None) => Trigger::Message { text },
+                (Input::Event { trigger }, None) => *trigger,
+                (Input::Widget { kind, output }, None) => Trigger::Widget { kind, output },
             };
             let step = agent.step(&out.journey, trigger);
             if let Some(intent) = &step.intent {
@@ -137,13 +162,18 @@ impl DefaultRuntime {
                 out.activity_done(&id, "intent", &label, Some(intent));
             }
             handled = step.handled;
+            if let (Some(widget), None, false) = (awaited, &answer, handled) {
+                // Not what the widget asks for, and nothing else the journey takes: ask again.
+                said.push(words::ask_again(&widget.kind, &widget.input));
+                handled = true;
+            }
             out.handoff = step.intent.as_deref() == Some(HANDOFF_INTENT);
             for action in step.actions {
                 self.apply_action(&reader, action, &mut out, &mut said).await;
             }
             out.journey = step.state;
         }
-        let Input::Message(question) = input else {
+        let Input::Message { text: question, .. } = input else {
             // Events and widgets get the journey's words, if it had any.
             out.text = said.join("\n\n");
             if !out.text.is_empty() {
@@ -162,6 +192,11 @@ impl DefaultRuntime {
             said.join("\n\n")
         } else if !references.is_empty() {
             answer_from(&references)
+        } else if is_question(question) {
+            // Said plainly: nothing known answers it.
+            agent
+                .and_then(|agent| agent.unknown().map(str::to_owned))
+                .unwrap_or_else(|| "I don't know the answer to that.".to_owned())
         } else {
             agent
                 .and_then(|agent| agent.fallback().map(str::to_owned))
@@ -235,8 +270,13 @@ impl DefaultRuntime {
                 out.push("journey.transition", data);
             }
             Action::Say { text } => said.push(text),
+            Action::OpenWidget { kind, input, .. } if reader.words_only => {
+                // Nobody can fill a widget here: it is asked for in words, and the next
+                // message is read as its output.
+                said.push(words::ask(&kind, &input));
+            }
             Action::OpenWidget { journey_id, state_id, kind, input } => {
-                let label = format!("Asking for {}", kind.replace(['_', '-'], " "));
+                let label = widget_label(&kind);
                 let id = out.activity("widget", &label, Some(&kind));
                 let prompt_id = new_id(IdPrefix::Prompt);
                 let index = out.push(
@@ -255,7 +295,7 @@ impl DefaultRuntime {
                 out.activity_done(&id, "widget", &label, Some(&kind));
             }
             Action::CallTool { journey_id, state_id, name, input } => {
-                let label = format!("Running {name}");
+                let label = tool_label(&name);
                 let id = out.activity("tool", &label, Some(&name));
                 let result = self.call_tool(reader, &name, &input).await;
                 let mut data = json!({
@@ -373,9 +413,12 @@ impl DefaultRuntime {
         };
         let found = engine.search_as(query, &reader.owners, |memory| reader.may_share(memory));
         let references = match found.await {
+            // Only what speaks to the question: a memory that shares a word or two with it
+            // (the refund policy for a question about support hours) is no answer.
             Ok(found) => found
                 .hits
                 .iter()
+                .filter(|hit| question_coverage(question, &hit.memory.content) > ANSWER_COVERAGE)
                 .map(|hit| SupportReference::from_memory(&hit.memory, hit.score))
                 .collect(),
             Err(error) => {
@@ -402,6 +445,45 @@ fn tool_error(tool: &str, error: cairn_memory::Error) -> String {
             "the memory engine failed; see the server's log".to_owned()
         }
     }
+}
+
+/// How much of a question's content words a memory must hold to be given as its answer:
+/// more than half (`cairn_memory::question_coverage`).
+const ANSWER_COVERAGE: f64 = 0.5;
+
+/// Words a question starts with.
+const QUESTION_WORDS: &[&str] = &[
+    "are", "can", "could", "did", "do", "does", "how", "is", "may", "should", "was", "what",
+    "when", "where", "which", "who", "why", "will", "would",
+];
+
+/// Whether `text` asks something: a question mark, or a question's first word.
+fn is_question(text: &str) -> bool {
+    let first = text.split_whitespace().next().unwrap_or_default().to_lowercase();
+    text.contains('?')
+        || QUESTION_WORDS.contains(&first.trim_matches(|c: char| !c.is_alphanumeric()))
+}
+
+/// What a visitor reads while a widget opens: plain words, never the widget's kind.
+fn widget_label(kind: &str) -> String {
+    match kind {
+        "rating" => "Asking how we did",
+        "choice" => "Listing the options",
+        "date" => "Finding a date",
+        "confirm" => "Checking with you",
+        _ => "Getting a short form ready",
+    }
+    .to_owned()
+}
+
+/// What a visitor reads while a tool runs: what it does, in plain words, never its name.
+fn tool_label(name: &str) -> String {
+    match name {
+        "memory.search" => "Looking through what we know",
+        "memory.store" => "Noting that down",
+        _ => "Working on it",
+    }
+    .to_owned()
 }
 
 /// The answer without a language model: what memory holds, with its sources.

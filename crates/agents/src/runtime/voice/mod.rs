@@ -19,8 +19,12 @@ pub(crate) use self::session::Session;
 use super::DefaultRuntime;
 use super::channel::{channel_data, with_message};
 use super::commit::hand_off;
-use super::turn::Input;
+use super::turn::{Input, message_data};
 use cairn_runtime::{ChannelInput, CreateConversationInput, Result, RuntimeError, TextDeltas};
+
+/// What a caller hears when they speak while a person has the conversation.
+const ON_HOLD: &str =
+    "A person from the team will take over this call shortly. Please stay on the line.";
 
 /// What socket tokens start with, so they are told apart from other credentials.
 pub(crate) const SOCKET_TOKEN_PREFIX: &str = "vst_";
@@ -199,10 +203,18 @@ impl DefaultRuntime {
         let user_event = NewEvent { kind: "message".into(), data };
         let at = Timestamp::now();
         if conversation.lifecycle == Lifecycle::Handoff {
-            // A person has the conversation: record what the caller said, say nothing.
+            // A person has the conversation: record what the caller said, and tell the
+            // caller so (silence on a line sounds like a dropped call); the agent answers
+            // nothing else.
             let (_, events) =
                 self.commit_step(Commit::events(conversation_id, vec![user_event], at)).await?;
-            return Ok((events, None));
+            if let Some(deltas) = &deltas {
+                let _ = deltas.send(ON_HOLD.to_owned());
+            }
+            let mut data = message_data("assistant", ON_HOLD);
+            data["messageId"] = json!(reply_id);
+            data["reason"] = json!("handoff");
+            return Ok((events, Some(PendingReply { text: ON_HOLD.to_owned(), data })));
         }
         let mut history = self.history(conversation_id).await?;
         if self.shared.chat.is_some() {
@@ -214,7 +226,7 @@ impl DefaultRuntime {
                 &conversation,
                 agent,
                 &snapshot,
-                Input::Message(transcript),
+                Input::Message { text: transcript, words_only: true },
                 history,
                 deltas.as_ref(),
             )
