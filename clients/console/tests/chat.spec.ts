@@ -43,7 +43,7 @@ test("book a demo with the bundled agent through the chat widget", async ({ page
   const transcript = detail.getByRole("list", { name: "transcript" });
   await expect(transcript).toContainText("Thanks Ada Lovelace");
   await detail.getByLabel("View").selectOption("events");
-  await expect(detail.getByRole("table", { name: "events" })).toContainText("prompt.opened");
+  await expect(detail.getByRole("list", { name: "events" })).toContainText("prompt.opened");
   await screenshot(page, "conversation-replay");
 });
 

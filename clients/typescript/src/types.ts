@@ -168,6 +168,16 @@ export interface ListConversationsResult {
   conversations: Conversation[];
   nextCursor?: ConversationListCursor;
   prevCursor?: ConversationListCursor;
+  /** The newest message of each listed conversation that has one, by conversation id. */
+  lastMessages?: Record<string, LastMessage>;
+}
+
+/** A conversation's newest message, as a list shows it. */
+export interface LastMessage {
+  role: "user" | "assistant" | string;
+  text: string;
+  offset: number;
+  createdAt: string;
 }
 
 export interface SendMessageOptions {

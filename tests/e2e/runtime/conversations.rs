@@ -181,6 +181,21 @@ async fn conversations_are_created_and_listed_with_lossless_cursors() {
         }
     }
     assert!(!touched_at.is_empty(), "a message updates the conversation's updatedAt");
+    // Each listed conversation's newest message comes with the page; none for one without.
+    let listed = daemon.get(&path("/conversations?limit=200")).await;
+    let last = &listed.body["lastMessages"][touched];
+    assert_eq!(last["role"], "assistant", "{last}");
+    let log = list_events(&daemon, touched).await;
+    let newest = log.iter().rev().find(|event| event["type"] == "message").unwrap();
+    assert_eq!(last["text"], newest["data"]["text"]);
+    assert_eq!(last["offset"], newest["offset"]);
+    assert_eq!(last["createdAt"], newest["createdAt"]);
+    let quiet: Vec<&str> = all.iter().map(String::as_str).filter(|id| *id != touched).collect();
+    assert!(
+        quiet.iter().all(|id| listed.body["lastMessages"].get(*id).is_none()),
+        "conversations without messages have no last message: {}",
+        listed.body["lastMessages"]
+    );
     let after = daemon.get(&path(&format!("/conversations?afterUpdatedAt={latest_before}"))).await;
     assert_eq!(after.status, 200, "{after:?}");
     assert_eq!(ids_of(&after.body["conversations"]), [touched]);

@@ -169,7 +169,19 @@ impl Runtime for DefaultRuntime {
             next_cursor = conversations.last().filter(|_| more).map(cursor_text);
             prev_cursor = conversations.first().filter(|_| input.after.is_some()).map(cursor_text);
         }
-        Ok(ConversationList { conversations, next_cursor, prev_cursor })
+        let mut last_messages = std::collections::BTreeMap::new();
+        for conversation in &conversations {
+            let newest = EventRange::newest_of_kind("message", 1);
+            let read = self.shared.store.read_events(&conversation.id, &newest).await;
+            if let Some(event) = read.map_err(RuntimeError::internal)?.pop() {
+                let text = |key: &str| event.data[key].as_str().unwrap_or_default().to_owned();
+                let (role, text) = (text("role"), text("text"));
+                let message =
+                    LastMessage { role, text, offset: event.offset, created_at: event.created_at };
+                last_messages.insert(conversation.id.clone(), message);
+            }
+        }
+        Ok(ConversationList { conversations, next_cursor, prev_cursor, last_messages })
     }
 
     async fn handle_channel_event(

@@ -90,6 +90,21 @@ pub struct ConversationList {
     /// Pass as `before` for the previous (newer) page; absent on the first page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prev_cursor: Option<String>,
+    /// The last message of each conversation of the page that has one, by conversation id:
+    /// what an inbox shows under each conversation.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub last_messages: std::collections::BTreeMap<String, LastMessage>,
+}
+
+/// A conversation's newest message, as a list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+    pub offset: u64,
+    pub created_at: crate::Timestamp,
 }
 
 /// `{"conversation": …}`: what creating, reading and closing a conversation return.
