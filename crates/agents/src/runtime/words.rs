@@ -236,9 +236,9 @@ fn phone_in(text: &str) -> Option<String> {
         current.clear();
     };
     for c in text.chars() {
-        if c.is_ascii_digit() || (c == '+' && current.trim().is_empty()) {
-            current.push(c);
-        } else if !current.is_empty() && " -.()".contains(c) {
+        let leading_plus = c == '+' && current.trim().is_empty();
+        let separator = !current.is_empty() && " -.()".contains(c);
+        if c.is_ascii_digit() || leading_plus || separator {
             current.push(c);
         } else {
             flush(&mut current);
