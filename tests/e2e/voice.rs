@@ -408,3 +408,109 @@ async fn a_flood_of_commits_queues_a_few_turns_and_closing_the_socket_drops_the_
         .count();
     assert!(users <= 1, "{users} user messages were added after the socket closed");
 }
+
+#[tokio::test]
+async fn a_backchannel_over_the_reply_leaves_it_playing_and_is_no_turn() {
+    let (_directory, daemon) = daemon_with_speech();
+    let (conversation_id, mut socket) = open_socket(&daemon).await;
+    say(&mut socket, &speech("I would like to book a demo."), 1200).await;
+    let (first_audio, _) = until(&mut socket, "response.audio.delta").await;
+    let item_id = first_audio["item_id"].as_str().unwrap().to_owned();
+
+    // "Yeah" while the reply plays: shorter than interrupt_min_speech_ms (600 ms).
+    say(&mut socket, &speech("yeah"), 800).await;
+    let (done, before) = until(&mut socket, "response.done").await;
+    assert_eq!(done["response"]["status"], "completed", "the reply played to its end: {done}");
+    let kinds: Vec<&str> = before.iter().filter_map(|event| event["type"].as_str()).collect();
+    assert!(kinds.contains(&"input_audio_buffer.speech_started"), "{kinds:?}");
+    let cleared = before
+        .iter()
+        .find(|event| event["type"] == "input_audio_buffer.cleared")
+        .unwrap_or_else(|| panic!("the backchannel is dropped: {kinds:?}"));
+    assert_eq!(cleared["reason"], "backchannel", "{cleared}");
+    assert!(!kinds.contains(&"input_audio_buffer.committed"), "no turn: {kinds:?}");
+
+    // The log: one caller turn, the reply whole.
+    let replay = daemon.get(&format!("/api/runtime/conversations/{conversation_id}/replay")).await;
+    let messages = replay.body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.iter().filter(|message| message["role"] == "user").count(),
+        1,
+        "{messages:?}"
+    );
+    let reply = messages.iter().find(|message| message["id"] == item_id.as_str()).unwrap();
+    assert_eq!(reply["aborted"], false, "{reply}");
+
+    // A longer interruption still cuts a reply: set the minimum at 100 ms and speak over.
+    send(&mut socket, json!({"type": "session.update", "session": {"turn_detection": {"interrupt_min_speech_ms": 100}}}))
+        .await;
+    let (updated, _) = until(&mut socket, "session.updated").await;
+    assert_eq!(updated["session"]["turn_detection"]["interrupt_min_speech_ms"], 100, "{updated}");
+    say(&mut socket, &speech("What time is it?"), 1200).await;
+    until(&mut socket, "response.audio.delta").await;
+    say(&mut socket, &speech("yeah"), 800).await;
+    let (done, _) = until(&mut socket, "response.done").await;
+    assert_eq!(done["response"]["status"], "cancelled", "{done}");
+    assert_eq!(done["response"]["status_details"]["reason"], "turn_detected", "{done}");
+}
+
+/// Audio as a microphone gives it: 100 ms appends, each sent when it would have been heard.
+async fn say_in_real_time(socket: &mut Socket, audio: &[i16], silence_ms: usize) {
+    let mut audio = audio.to_vec();
+    audio.extend(vec![0i16; silence_ms * 24]);
+    let start = tokio::time::Instant::now();
+    for (index, chunk) in audio.chunks(2400).enumerate() {
+        tokio::time::sleep_until(start + Duration::from_millis(100 * index as u64)).await;
+        let audio = cairn_agents::voice::encode_pcm16(chunk);
+        send(socket, json!({"type": "input_audio_buffer.append", "audio": audio})).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_busy_machine_server_vad_hears_the_whole_turn_and_a_handoff_is_spoken() {
+    let (_directory, daemon) = daemon_with_speech();
+    let (conversation_id, mut socket) = open_socket(&daemon).await;
+    // Every core busy while the caller speaks in real time.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let burners: Vec<_> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                x
+            })
+        })
+        .collect();
+    say_in_real_time(&mut socket, &speech("I would like to book a demo."), 1200).await;
+    let (transcribed, _) =
+        until(&mut socket, "conversation.item.input_audio_transcription.completed").await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for burner in burners {
+        burner.join().unwrap();
+    }
+    let transcript = transcribed["transcript"].as_str().unwrap().to_lowercase();
+    assert!(transcript.contains("book a demo"), "every word of the turn: {transcript}");
+    let (done, _) = until(&mut socket, "response.done").await;
+    assert_eq!(done["response"]["status"], "completed", "{done}");
+
+    // Asking for a person: the agent says a person takes over, and after the handoff the
+    // caller still hears that someone is coming, never silence.
+    say(&mut socket, &speech("I want to talk to a human."), 1200).await;
+    let (done, heard) = until(&mut socket, "response.done").await;
+    let heard: Vec<&Value> = heard
+        .iter()
+        .filter(|event| event["type"] == "conversation.item.input_audio_transcription.completed")
+        .collect();
+    let said = done["response"]["output"][0]["content"][0]["transcript"].as_str().unwrap();
+    assert!(said.contains("pass this conversation to a person"), "{said} (heard {heard:?})");
+    say(&mut socket, &speech("Hello? Is anyone there?"), 1200).await;
+    let (done, _) = until(&mut socket, "response.done").await;
+    let said = done["response"]["output"][0]["content"][0]["transcript"].as_str().unwrap();
+    assert!(said.contains("A person from the team will take over"), "{said}");
+    let snapshot =
+        daemon.get(&format!("/api/runtime/conversations/{conversation_id}/snapshot")).await;
+    assert_eq!(snapshot.body["snapshot"]["lifecycle"], "handoff", "{snapshot:?}");
+}

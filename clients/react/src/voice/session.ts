@@ -65,6 +65,8 @@ export class VoiceSession {
   private nextEventId = 0;
   private closedByUs = false;
   private closed = false;
+  /** The server's `interrupt_min_speech_ms`: 0 stops a reply at the first word of speech over it. */
+  private interruptAfterMs = 0;
   private opened = false;
   /** Responses whose `response.done` came (their audio may still be playing here). */
   private readonly doneResponses = new Set<string>();
@@ -236,9 +238,20 @@ export class VoiceSession {
         }
         break;
       }
+      case "session.created":
+      case "session.updated": {
+        // How long speech over a reply must last before the server cuts it (0: at once).
+        const detection = (event.session as { turn_detection?: { interrupt_min_speech_ms?: unknown } | null } | undefined)
+          ?.turn_detection;
+        const minimum = detection?.interrupt_min_speech_ms;
+        this.interruptAfterMs = typeof minimum === "number" ? minimum : 0;
+        break;
+      }
       case "input_audio_buffer.speech_started": {
-        // The caller speaks over the reply: stop it now, report what was heard.
-        if (this.player.playing) {
+        // The caller speaks over the reply. Without a minimum, stop it now and report what
+        // was heard; with one, the server decides (a backchannel leaves the reply playing,
+        // longer speech makes it cut the reply), and playback stops when it says so.
+        if (this.player.playing && this.interruptAfterMs === 0) {
           this.interrupt(BARGE_IN_REASON);
         }
         break;
@@ -248,6 +261,19 @@ export class VoiceSession {
         const responseId = typeof response?.id === "string" ? response.id : undefined;
         if (responseId !== undefined) {
           this.doneResponses.add(responseId);
+          // The server's VAD cut the reply this client still plays: stop it where it is,
+          // and say so (the truncation below).
+          const status = (event.response as { status?: unknown } | undefined)?.status;
+          if (
+            status === "cancelled" &&
+            response?.status_details?.reason === "turn_detected" &&
+            this.player.playing &&
+            !this.stoppedReplies.has(responseId)
+          ) {
+            const stopped = this.player.stop({ silence: true });
+            if (stopped !== undefined && stopped.responseId === responseId) this.truncate(stopped);
+            break;
+          }
           const stopped = this.stoppedReplies.get(responseId);
           if (stopped !== undefined) {
             this.stoppedReplies.delete(responseId);

@@ -104,7 +104,9 @@ impl fmt::Debug for VoiceConfig {
 
 /// Server voice activity detection, in the OpenAI Realtime API's terms: a turn starts when
 /// speech is heard (keeping `prefix_padding_ms` of audio before it, so the first word is
-/// not lost) and ends after `silence_duration_ms` of silence.
+/// not lost) and ends after `silence_duration_ms` of silence. Speech over a reply cuts it
+/// only once it has lasted `interrupt_min_speech_ms`: a backchannel ("mm-hmm", "yeah") or a
+/// cough shorter than that leaves the reply playing and is dropped, not taken as a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TurnDetection {
     /// `server_vad`, or `none` when only `input_audio_buffer.commit` ends a turn.
@@ -114,6 +116,14 @@ pub struct TurnDetection {
     pub threshold: f32,
     pub prefix_padding_ms: u32,
     pub silence_duration_ms: u32,
+    /// How long speech over a playing reply must last before it cuts the reply (default
+    /// 600 ms; 0 cuts at the first word, as before).
+    #[serde(default = "default_interrupt_min_speech_ms")]
+    pub interrupt_min_speech_ms: u32,
+}
+
+fn default_interrupt_min_speech_ms() -> u32 {
+    600
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +140,7 @@ impl Default for TurnDetection {
             threshold: 0.5,
             prefix_padding_ms: 300,
             silence_duration_ms: 500,
+            interrupt_min_speech_ms: default_interrupt_min_speech_ms(),
         }
     }
 }
@@ -149,6 +160,9 @@ impl TurnDetection {
         }
         if !(100..=10_000).contains(&self.silence_duration_ms) {
             return Err("session.turn_detection.silence_duration_ms: 100 to 10000".to_owned());
+        }
+        if self.interrupt_min_speech_ms > 5_000 {
+            return Err("session.turn_detection.interrupt_min_speech_ms: at most 5000".to_owned());
         }
         Ok(())
     }

@@ -36,6 +36,8 @@ pub struct Detector {
     speaking: bool,
     voiced_run: u32,
     silent_run: u32,
+    /// Where the last voiced frame ends, in milliseconds.
+    voiced_until_ms: u64,
 }
 
 impl Detector {
@@ -50,6 +52,7 @@ impl Detector {
             speaking: false,
             voiced_run: 0,
             silent_run: 0,
+            voiced_until_ms: 0,
         }
     }
 
@@ -97,6 +100,12 @@ impl Detector {
         events
     }
 
+    /// Where the last frame heard as speech ends, in milliseconds from the first audio: how
+    /// long a turn has been speech, not the silence that may yet end it.
+    pub fn voiced_until_ms(&self) -> u64 {
+        self.voiced_until_ms
+    }
+
     /// Milliseconds of audio given so far: where the last given sample ends.
     pub fn heard_ms(&self) -> u64 {
         self.pushed * 1000 / u64::from(super::SAMPLE_RATE)
@@ -109,6 +118,7 @@ impl Detector {
         if voiced {
             self.voiced_run += 1;
             self.silent_run = 0;
+            self.voiced_until_ms = now_ms;
         } else {
             self.voiced_run = 0;
             self.silent_run += 1;

@@ -102,6 +102,9 @@ struct Loop {
     buffer: Vec<i16>,
     /// The item id of the turn being spoken, from speech start to its commit.
     speech_item: Option<String>,
+    /// When speech began over a playing reply that it has not cut yet (it cuts the reply
+    /// once it lasts `interrupt_min_speech_ms`; shorter, it is a backchannel and dropped).
+    barge_in_from_ms: Option<u64>,
     last_item: Option<String>,
     warned_no_speech_to_text: bool,
     /// The newest turn's task: the next turn waits for it.
@@ -127,6 +130,7 @@ impl Loop {
             send,
             buffer: Vec::new(),
             speech_item: None,
+            barge_in_from_ms: None,
             last_item: None,
             warned_no_speech_to_text: false,
             pipeline: None,
@@ -238,12 +242,14 @@ impl Loop {
                 }
                 self.detector.interrupt();
                 let item = self.speech_item.take().unwrap_or_else(|| new_id(IdPrefix::Message));
+                self.barge_in_from_ms = None;
                 self.commit_turn(item).await;
             }
             VoiceClientEvent::InputAudioBufferClear { .. } => {
                 self.buffer.clear();
                 self.detector.interrupt();
                 self.speech_item = None;
+                self.barge_in_from_ms = None;
                 self.emit(server_event("input_audio_buffer.cleared", json!({}))).await;
             }
             VoiceClientEvent::ResponseCancel {
@@ -371,8 +377,13 @@ impl Loop {
                         json!({ "audio_start_ms": at_ms, "item_id": item }),
                     ))
                     .await;
-                    // Barge-in: the caller speaks over the reply.
-                    self.cancel_active("turn_detected", None, None);
+                    // Barge-in: the caller speaks over the reply, which stops once the
+                    // speech has lasted long enough to be more than a backchannel.
+                    if self.replying() && self.turn_detection.interrupt_min_speech_ms > 0 {
+                        self.barge_in_from_ms = Some(at_ms);
+                    } else {
+                        self.cancel_active("turn_detected", None, None);
+                    }
                 }
                 VadEvent::SpeechStopped { at_ms } => {
                     let item = self.speech_item.take().unwrap_or_else(|| new_id(IdPrefix::Message));
@@ -381,8 +392,26 @@ impl Loop {
                         json!({ "audio_end_ms": at_ms, "item_id": item }),
                     ))
                     .await;
-                    self.commit_turn(item).await;
+                    if self.barge_in_from_ms.take().is_some() && self.replying() {
+                        // Too short to cut the reply: a backchannel, not a turn.
+                        self.buffer.clear();
+                        let cleared = json!({ "item_id": item, "reason": "backchannel" });
+                        self.emit(server_event("input_audio_buffer.cleared", cleared)).await;
+                    } else {
+                        self.commit_turn(item).await;
+                    }
                 }
+            }
+        }
+        if let Some(from_ms) = self.barge_in_from_ms {
+            // Speech heard, not the trailing silence the detector waits through.
+            let lasted = self.detector.voiced_until_ms().saturating_sub(from_ms);
+            if !self.replying() {
+                // The reply ended while the caller spoke: this is a turn like any other.
+                self.barge_in_from_ms = None;
+            } else if lasted >= u64::from(self.turn_detection.interrupt_min_speech_ms) {
+                self.barge_in_from_ms = None;
+                self.cancel_active("turn_detected", None, None);
             }
         }
         if self.detector.speaking() {
@@ -461,6 +490,13 @@ impl Loop {
     }
 
     /// Stops the newest turn's reply (at once if it is playing, before it starts if not).
+    /// Whether a reply is being spoken now.
+    fn replying(&self) -> bool {
+        self.active.as_ref().is_some_and(|control| {
+            control.response.lock().expect("response slot poisoned").is_some()
+        })
+    }
+
     fn cancel_active(&mut self, reason: &str, heard_ms: Option<u64>, truncate: Option<u64>) {
         if let Some(control) = &self.active {
             control.cancel.send_if_modified(|current| {
