@@ -514,3 +514,21 @@ async fn on_a_busy_machine_server_vad_hears_the_whole_turn_and_a_handoff_is_spok
         daemon.get(&format!("/api/runtime/conversations/{conversation_id}/snapshot")).await;
     assert_eq!(snapshot.body["snapshot"]["lifecycle"], "handoff", "{snapshot:?}");
 }
+
+#[tokio::test]
+async fn a_pause_shorter_than_the_silence_wait_keeps_one_turn_with_every_word() {
+    let (_directory, daemon) = daemon_with_speech();
+    let (_conversation_id, mut socket) = open_socket(&daemon).await;
+    // The pause is espeak-ng's own 300 ms of silence after "to": long enough for the turn so
+    // far to be transcribed early, too short to end the turn (500 ms). The speech after it
+    // makes that early transcript stale.
+    let mut audio = speech("I would like to");
+    audio.extend(speech("book a demo."));
+    say_in_real_time(&mut socket, &audio, 1200).await;
+    let (transcribed, before) =
+        until(&mut socket, "conversation.item.input_audio_transcription.completed").await;
+    let commits = before.iter().filter(|event| event["type"] == "input_audio_buffer.committed");
+    assert_eq!(commits.count(), 1, "one turn: {before:?}");
+    let transcript = transcribed["transcript"].as_str().unwrap().to_lowercase();
+    assert!(transcript.contains("like") && transcript.contains("demo"), "{transcript}");
+}

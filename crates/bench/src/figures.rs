@@ -119,9 +119,9 @@ pub(crate) async fn voice_figures(options: &Options, report: &mut Report) -> any
     eprintln!("voice: installing Whisper tiny.en…");
     voice::install_model(&binary, dir.path())?;
     let plan = if options.quick {
-        voice::Plan { warm_up: 2, turns: 10, transcriptions: 5, sockets: 100 }
+        voice::Plan { warm_up: 2, turns: 10, transcriptions: 5, sockets: 100, vad_turns: 5 }
     } else {
-        voice::Plan { warm_up: 3, turns: 40, transcriptions: 20, sockets: 100 }
+        voice::Plan { warm_up: 3, turns: 40, transcriptions: 20, sockets: 100, vad_turns: 15 }
     };
     let log = dir.path().join("daemon.log");
     let mut daemon = daemon::Daemon::start(&binary, dir.path(), &log).await?;
@@ -139,6 +139,17 @@ pub(crate) async fn voice_figures(options: &Options, report: &mut Report) -> any
             value <= budget::VOICE_FIRST_AUDIO,
         );
     }
+    let lat = &figures.speech_end_to_first_audio;
+    report.check(
+        "voice: server VAD, end of speech → first reply audio p50".into(),
+        duration(lat.p50()),
+        format!("≤ {}", duration(budget::VOICE_SPEECH_END_TO_AUDIO)),
+        lat.p50() <= budget::VOICE_SPEECH_END_TO_AUDIO,
+    );
+    report.info(
+        "  voice: server VAD, end of speech → first reply audio p99".into(),
+        duration(lat.p99()),
+    );
     let lat = &figures.to_transcript;
     report.info(
         "  voice: commit → transcript p50 / p99".into(),

@@ -70,6 +70,9 @@ mod budget {
     /// Voice: `input_audio_buffer.commit` → first `response.audio.delta` for a two-second
     /// utterance (issue 13), p50 and p99.
     pub const VOICE_FIRST_AUDIO: Duration = Duration::from_millis(800);
+    /// Server VAD: the caller's last speech sample sent → the first reply audio, p50 (issue
+    /// 32; the silence wait that ends the turn is part of it).
+    pub const VOICE_SPEECH_END_TO_AUDIO: Duration = Duration::from_millis(500);
     /// The guard's built-in rules for one command, in process, p99 (issue 29).
     pub const GUARD_P99: Duration = Duration::from_millis(1);
     /// A hook's round trip, less `cairn --version`'s start-up, p50 (issue 29).

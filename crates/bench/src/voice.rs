@@ -40,6 +40,8 @@ pub struct Plan {
     pub transcriptions: usize,
     /// Sockets held open at once for the memory figure.
     pub sockets: usize,
+    /// Turns ended by server VAD, in real time (each takes the utterance's length and more).
+    pub vad_turns: usize,
 }
 
 pub struct Figures {
@@ -49,6 +51,10 @@ pub struct Figures {
     pub to_transcript: Latencies,
     /// `input_audio_buffer.commit` sent → the first `response.audio.delta` read.
     pub to_first_audio: Latencies,
+    /// With server VAD (the session's defaults), the utterance sent in real time as a
+    /// microphone would, then silence: its last speech sample sent → the first
+    /// `response.audio.delta` read. The silence wait is part of it.
+    pub speech_end_to_first_audio: Latencies,
     /// Transcription time over the utterance's length, in process.
     pub real_time_factor: Latencies,
     /// Daemon RSS after the turns, with no socket open.
@@ -85,6 +91,10 @@ pub async fn figures(daemon: &Daemon, data_dir: &Path, plan: &Plan) -> anyhow::R
             to_first_audio.push(first_audio);
         }
     }
+    let mut speech_end_to_first_audio = Vec::with_capacity(plan.vad_turns);
+    for _ in 0..plan.vad_turns {
+        speech_end_to_first_audio.push(timed_vad_turn(daemon.address, &audio).await?);
+    }
 
     let real_time_factor = transcription(data_dir, &audio, plan.transcriptions)?;
 
@@ -110,6 +120,7 @@ pub async fn figures(daemon: &Daemon, data_dir: &Path, plan: &Plan) -> anyhow::R
         utterance: length,
         to_transcript: Latencies::new(to_transcript),
         to_first_audio: Latencies::new(to_first_audio),
+        speech_end_to_first_audio: Latencies::new(speech_end_to_first_audio),
         real_time_factor: Latencies::new(real_time_factor),
         rss_idle,
         rss_with_sockets,
@@ -145,6 +156,59 @@ async fn timed_turn(address: SocketAddr, audio: &[i16]) -> anyhow::Result<(Durat
     until(&mut socket, "response.done").await?;
     let _ = socket.close(None).await;
     Ok((to_transcript, to_first_audio))
+}
+
+/// One spoken turn ended by server VAD: the utterance sent in 100 ms appends at the pace a
+/// microphone gives them, then silence at the same pace until the reply's first audio.
+/// Returns the time from sending the utterance's last sample to the first reply audio.
+async fn timed_vad_turn(address: SocketAddr, audio: &[i16]) -> anyhow::Result<Duration> {
+    let (mut socket, _) = open(address).await?;
+    until(&mut socket, "session.created").await?;
+    // The utterance ends where its last sample above the noise floor is.
+    let speech_end = audio.iter().rposition(|sample| sample.unsigned_abs() > 500).unwrap_or(0);
+    let chunk = RATE / 10;
+    let start = tokio::time::Instant::now();
+    let mut sent_speech_end = None;
+    let mut index = 0usize;
+    let silence = vec![0i16; chunk];
+    let first_audio = loop {
+        // Each append leaves when its last sample would have been heard.
+        let due = start + Duration::from_millis(100 * (index as u64 + 1));
+        let from = index * chunk;
+        let piece = if from < audio.len() {
+            &audio[from..(from + chunk).min(audio.len())]
+        } else {
+            &silence[..]
+        };
+        let event = tokio::time::timeout_at(due, socket.next()).await;
+        match event {
+            Ok(Some(Ok(Message::Text(text)))) => {
+                let event: Value = serde_json::from_str(&text)?;
+                if event["type"] == "response.audio.delta" {
+                    break Instant::now();
+                }
+                if event["type"] == "error" {
+                    bail!("the voice socket reported {event}");
+                }
+                continue;
+            }
+            Ok(Some(Ok(_))) => continue,
+            Ok(Some(Err(error))) => bail!("the voice socket failed: {error}"),
+            Ok(None) => bail!("the voice socket closed"),
+            Err(_) => {}
+        }
+        let encoded = cairn_agents::voice::encode_pcm16(piece);
+        send(&mut socket, json!({"type": "input_audio_buffer.append", "audio": encoded})).await?;
+        if sent_speech_end.is_none() && from + chunk > speech_end {
+            sent_speech_end = Some(Instant::now());
+        }
+        index += 1;
+        anyhow::ensure!(index < 600, "no reply within a minute of silence");
+    };
+    let spoke_until = sent_speech_end.context("the reply came before the utterance ended")?;
+    send(&mut socket, json!({"type": "response.cancel"})).await?;
+    let _ = socket.close(None).await;
+    Ok(first_audio.duration_since(spoke_until))
 }
 
 /// Starts a voice conversation over HTTP and connects its socket.

@@ -38,6 +38,17 @@ const MIN_TURN_MS: u64 = 100;
 const CHUNK_MS: u64 = 100;
 /// Replies remembered after they end, for a late `conversation.item.truncate`.
 const REMEMBERED_REPLIES: usize = 16;
+/// Silence after speech at which the turn so far is transcribed early, while server VAD
+/// still waits to be sure the turn has ended: when it has, the transcript is (nearly) ready,
+/// and the wait for it is taken off the time to the reply.
+const EARLY_TRANSCRIPT_AFTER_MS: u64 = 150;
+
+/// A transcription of the turn so far, started before the turn ended.
+struct EarlyTranscript {
+    /// Where the speech it heard ends: speech after it makes it stale.
+    voiced_until_ms: u64,
+    transcript: JoinHandle<Result<String, crate::voice::SpeechError>>,
+}
 
 /// Why a reply stopped early, and where playback stood when the client knows it.
 #[derive(Debug, Clone)]
@@ -105,6 +116,8 @@ struct Loop {
     /// When speech began over a playing reply that it has not cut yet (it cuts the reply
     /// once it lasts `interrupt_min_speech_ms`; shorter, it is a backchannel and dropped).
     barge_in_from_ms: Option<u64>,
+    /// The turn in progress transcribed early (see [`EARLY_TRANSCRIPT_AFTER_MS`]).
+    early: Option<EarlyTranscript>,
     last_item: Option<String>,
     warned_no_speech_to_text: bool,
     /// The newest turn's task: the next turn waits for it.
@@ -131,6 +144,7 @@ impl Loop {
             buffer: Vec::new(),
             speech_item: None,
             barge_in_from_ms: None,
+            early: None,
             last_item: None,
             warned_no_speech_to_text: false,
             pipeline: None,
@@ -250,6 +264,7 @@ impl Loop {
                 self.detector.interrupt();
                 self.speech_item = None;
                 self.barge_in_from_ms = None;
+                self.early = None;
                 self.emit(server_event("input_audio_buffer.cleared", json!({}))).await;
             }
             VoiceClientEvent::ResponseCancel {
@@ -395,6 +410,7 @@ impl Loop {
                     if self.barge_in_from_ms.take().is_some() && self.replying() {
                         // Too short to cut the reply: a backchannel, not a turn.
                         self.buffer.clear();
+                        self.early = None;
                         let cleared = json!({ "item_id": item, "reason": "backchannel" });
                         self.emit(server_event("input_audio_buffer.cleared", cleared)).await;
                     } else {
@@ -414,6 +430,7 @@ impl Loop {
                 self.cancel_active("turn_detected", None, None);
             }
         }
+        self.transcribe_early();
         if self.detector.speaking() {
             if samples_to_ms(self.buffer.len()) >= MAX_TURN_MS {
                 // A turn as long as Whisper can hear ends here.
@@ -431,10 +448,37 @@ impl Loop {
         }
     }
 
+    /// Server VAD: once the caller has been silent [`EARLY_TRANSCRIPT_AFTER_MS`] in a turn
+    /// (not a possible backchannel), transcribes the turn so far; speech after that drops it.
+    fn transcribe_early(&mut self) {
+        let voiced_until_ms = self.detector.voiced_until_ms();
+        if self.early.as_ref().is_some_and(|early| early.voiced_until_ms != voiced_until_ms) {
+            self.early = None;
+        }
+        let silent_ms = self.detector.heard_ms().saturating_sub(voiced_until_ms);
+        let Some(speech_to_text) = self.config.speech_to_text.clone() else { return };
+        if self.early.is_none()
+            && self.detector.speaking()
+            && self.barge_in_from_ms.is_none()
+            && silent_ms >= EARLY_TRANSCRIPT_AFTER_MS
+        {
+            let audio = self.buffer.clone();
+            let transcript = tokio::spawn(async move { speech_to_text.transcribe(audio).await });
+            self.early = Some(EarlyTranscript { voiced_until_ms, transcript });
+        }
+    }
+
     /// Ends the turn in the buffer: `committed`, the user item, and its task queued; or, when
     /// the socket has as many turns waiting as it may, an `error` and the audio dropped.
     async fn commit_turn(&mut self, item_id: String) {
         let audio = std::mem::take(&mut self.buffer);
+        // The early transcript stands for the turn when no speech came after it (only the
+        // silence that ended the turn).
+        let early = self
+            .early
+            .take()
+            .filter(|early| early.voiced_until_ms == self.detector.voiced_until_ms())
+            .map(|early| early.transcript);
         self.unfinished.retain(|cancel| !cancel.is_closed());
         if self.unfinished.len() >= self.config.max_queued_turns {
             let message = format!(
@@ -483,7 +527,7 @@ impl Loop {
             if closed.load(std::sync::atomic::Ordering::SeqCst) {
                 return;
             }
-            turn.run(audio).await;
+            turn.run(audio, early).await;
         }));
         self.unfinished.push(cancel.clone());
         self.active = Some(TurnControl { cancel, response });
@@ -585,10 +629,21 @@ impl Turn {
         let _ = self.send.send(event).await;
     }
 
-    async fn run(mut self, audio: Vec<i16>) {
+    async fn run(
+        mut self,
+        audio: Vec<i16>,
+        early: Option<JoinHandle<Result<String, crate::voice::SpeechError>>>,
+    ) {
         let audio_ms = samples_to_ms(audio.len());
         let Some(speech_to_text) = self.config.speech_to_text.clone() else { return };
-        let transcript = match speech_to_text.transcribe(audio).await {
+        let transcribed = match early {
+            Some(early) => match early.await {
+                Ok(transcribed) => transcribed,
+                Err(_) => speech_to_text.transcribe(audio).await,
+            },
+            None => speech_to_text.transcribe(audio).await,
+        };
+        let transcript = match transcribed {
             Ok(transcript) => transcript.trim().to_owned(),
             Err(error) => return self.transcription_failed("transcription_failed", &error.0).await,
         };
