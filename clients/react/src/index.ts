@@ -10,7 +10,7 @@ export type {
   UseServiceChatOptions,
   UseServiceChatResult,
 } from "./chat/useServiceChat.js";
-export { ServiceChatWidget } from "./chat/ServiceChatWidget.js";
+export { ServiceChatWidget, visitorErrorText } from "./chat/ServiceChatWidget.js";
 export type { ServiceChatWidgetProps, ServiceChatWidgetSubmitEvent } from "./chat/ServiceChatWidget.js";
 export {
   ChoiceWidget,
