@@ -145,47 +145,43 @@ describe("a browser with a conversation token", () => {
     expect(error.code).toBe("FORBIDDEN");
   });
 
-  test("without an EventSource the stream goes over fetch with the token as a header", async () => {
-    const mine = await startChat();
-    const urls: string[] = [];
-    const browser = createServiceClient({
+  /** A browser client holding `token` whose stream connections' URLs go into `urls`. */
+  type Browser = (token: string, urls: string[]) => ServiceClient;
+  const overFetch: Browser = (token, urls) =>
+    createServiceClient({
       baseUrl: daemon.runtimeUrl,
-      headers: { authorization: `Bearer ${mine.token}` },
+      headers: { authorization: `Bearer ${token}` },
       fetch: (input, init) => {
-        urls.push(String(input));
+        if (String(input).includes("/events/stream")) urls.push(String(input));
         return fetch(input, init);
       },
     });
+  const byFactory: Browser = (token, urls) =>
+    createServiceClient({
+      baseUrl: daemon.runtimeUrl,
+      headers: { authorization: `Bearer ${token}` },
+      createEventSource: (url, { headers }) => {
+        urls.push(url);
+        return new EventSource(url, { fetch: (input, init) => fetch(input, { ...init, headers: { ...init.headers, ...headers } }) });
+      },
+    });
+
+  test.each([
+    ["fetch, without an EventSource", overFetch],
+    ["a factory", byFactory],
+  ])("the stream read with %s sends the token as a header and keeps it out of the URL", async (_, browserOf) => {
+    const mine = await startChat();
+    const urls: string[] = [];
+    const browser = browserOf(mine.token, urls);
     const events: RuntimeEvent[] = [];
     const errors: unknown[] = [];
     const stop = browser.streamEvents(mine.conversationId, { onEvent: (event) => events.push(event), onError: (error) => errors.push(error) });
     try {
       await browser.sendMessage(mine.conversationId, "hello");
       await waitFor(() => events.some((event) => event.data.role === "assistant"), "the reply on the stream");
-      expect(urls.find((url) => url.includes("/events/stream"))).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream`);
-      expect(errors).toEqual([]);
-    } finally {
-      stop();
-    }
-  });
-
-  test("a factory gets the token as a header and keeps it out of the URL", async () => {
-    const mine = await startChat();
-    const urls: string[] = [];
-    const browser = createServiceClient({
-      baseUrl: daemon.runtimeUrl,
-      headers: { authorization: `Bearer ${mine.token}` },
-      createEventSource: (url, { headers }) => {
-        urls.push(url);
-        return new EventSource(url, { fetch: (input, init) => fetch(input, { ...init, headers: { ...init.headers, ...headers } }) });
-      },
-    });
-    const events: RuntimeEvent[] = [];
-    const stop = browser.streamEvents(mine.conversationId, { onEvent: (event) => events.push(event) });
-    try {
-      await waitFor(() => events.length === 1, "conversation.created");
       expect(events[0]!.type).toBe("conversation.created");
-      expect(urls[0]).not.toContain("token=");
+      expect(urls[0]).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream`);
+      expect(errors).toEqual([]);
     } finally {
       stop();
     }
