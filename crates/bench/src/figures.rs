@@ -180,10 +180,14 @@ pub(crate) async fn voice_figures(options: &Options, report: &mut Report) -> any
          tiny.en transcribes, the bundled agent answers, espeak-ng speaks the first sentence). \
          {} turns after {} warm-up turns (the first loads the model). The real-time factor is \
          transcription time over the utterance's length, in this process, as the daemon does \
-         it. The sockets are each past `session.created`.",
+         it. The sockets are each past `session.created`. With server VAD (the session's \
+         defaults), {} turns each send the utterance in 40 ms appends at a microphone's pace \
+         and then silence, measured from sending the utterance's last sample above the noise \
+         floor to reading the first reply audio: the silence wait is part of it.",
         voice::UTTERANCE,
         plan.turns,
         plan.warm_up,
+        plan.vad_turns,
     ));
     Ok(())
 }

@@ -168,6 +168,10 @@ async fn run(options: &Options) -> anyhow::Result<Report> {
         options.sizes, options.calls, options.seed
     );
     let corpus = Corpus::new();
+    if options.only_voice {
+        voice_figures(options, &mut report).await?;
+        return Ok(report);
+    }
     if options.only_postgres {
         postgres_figures(options, &mut report, &corpus).await;
         return Ok(report);

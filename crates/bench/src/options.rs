@@ -37,6 +37,8 @@ OPTIONS:
     --only-semantic      only the figures of semantic retrieval with the local model (daemon
                          RSS after embedding 3,000 and with 100,000 memories, hybrid search
                          over HTTP, hybrid context packs in process; semantic.rs)
+    --only-voice         only the voice figures (turn latency with and without server VAD,
+                         Whisper's real-time factor, sockets)
     --semantic-size N    memories with vectors in the semantic figures' large store
                          [default: 100000; --quick: 10000]
     --rebuild-daemon     run `cargo build -p cairn-cli` first, even when the binary exists
@@ -62,6 +64,7 @@ pub(crate) struct Options {
     pub(crate) postgres: Option<postgres::Target>,
     pub(crate) only_postgres: bool,
     pub(crate) only_semantic: bool,
+    pub(crate) only_voice: bool,
     /// Memories with vectors in the semantic figures' large store.
     pub(crate) semantic_size: usize,
 }
@@ -82,6 +85,7 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<O
         postgres: Some(postgres::Target::Started),
         only_postgres: false,
         only_semantic: false,
+        only_voice: false,
         semantic_size: 100_000,
     };
     let mut args = args.peekable();
@@ -118,6 +122,7 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> anyhow::Result<O
             }
             "--only-postgres" => options.only_postgres = true,
             "--only-semantic" => options.only_semantic = true,
+            "--only-voice" => options.only_voice = true,
             "--semantic-size" => {
                 options.semantic_size = number(&value("--semantic-size")?)? as usize
             }

@@ -158,22 +158,23 @@ async fn timed_turn(address: SocketAddr, audio: &[i16]) -> anyhow::Result<(Durat
     Ok((to_transcript, to_first_audio))
 }
 
-/// One spoken turn ended by server VAD: the utterance sent in 100 ms appends at the pace a
-/// microphone gives them, then silence at the same pace until the reply's first audio.
+/// One spoken turn ended by server VAD: the utterance sent in 40 ms appends (as
+/// `@cairn/react`'s capture sends them) at the pace a microphone gives them, then silence at
+/// the same pace until the reply's first audio.
 /// Returns the time from sending the utterance's last sample to the first reply audio.
 async fn timed_vad_turn(address: SocketAddr, audio: &[i16]) -> anyhow::Result<Duration> {
     let (mut socket, _) = open(address).await?;
     until(&mut socket, "session.created").await?;
     // The utterance ends where its last sample above the noise floor is.
     let speech_end = audio.iter().rposition(|sample| sample.unsigned_abs() > 500).unwrap_or(0);
-    let chunk = RATE / 10;
+    let chunk = RATE / 25;
     let start = tokio::time::Instant::now();
     let mut sent_speech_end = None;
     let mut index = 0usize;
     let silence = vec![0i16; chunk];
     let first_audio = loop {
         // Each append leaves when its last sample would have been heard.
-        let due = start + Duration::from_millis(100 * (index as u64 + 1));
+        let due = start + Duration::from_millis(40 * (index as u64 + 1));
         let from = index * chunk;
         let piece = if from < audio.len() {
             &audio[from..(from + chunk).min(audio.len())]
@@ -203,7 +204,7 @@ async fn timed_vad_turn(address: SocketAddr, audio: &[i16]) -> anyhow::Result<Du
             sent_speech_end = Some(Instant::now());
         }
         index += 1;
-        anyhow::ensure!(index < 600, "no reply within a minute of silence");
+        anyhow::ensure!(index < 1500, "no reply within a minute of silence");
     };
     let spoke_until = sent_speech_end.context("the reply came before the utterance ended")?;
     send(&mut socket, json!({"type": "response.cancel"})).await?;

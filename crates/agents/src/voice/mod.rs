@@ -139,7 +139,9 @@ impl Default for TurnDetection {
             kind: TurnDetectionKind::ServerVad,
             threshold: 0.5,
             prefix_padding_ms: 300,
-            silence_duration_ms: 500,
+            // 400, not OpenAI's 500: with the turn transcribed early the silence wait is most
+            // of the time to the reply (docs/voice.md, "Turns").
+            silence_duration_ms: 400,
             interrupt_min_speech_ms: default_interrupt_min_speech_ms(),
         }
     }
