@@ -532,3 +532,40 @@ async fn a_pause_shorter_than_the_silence_wait_keeps_one_turn_with_every_word() 
     let transcript = transcribed["transcript"].as_str().unwrap().to_lowercase();
     assert!(transcript.contains("like") && transcript.contains("demo"), "{transcript}");
 }
+
+/// The `audioMs` of the caller's newest voice turn in the conversation's log.
+async fn last_turn_audio_ms(daemon: &Daemon, conversation_id: &str) -> u64 {
+    let events = daemon.get(&format!("/api/runtime/conversations/{conversation_id}/events")).await;
+    let events = events.body["events"].as_array().unwrap().clone();
+    let turn = events
+        .iter()
+        .rev()
+        .find(|event| event["type"] == "message" && event["data"]["role"] == "user")
+        .unwrap_or_else(|| panic!("a voice turn in {events:?}"));
+    turn["data"]["audioMs"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn the_turn_keeps_the_prefix_padding_before_the_detected_speech() {
+    let (_directory, daemon) = daemon_with_speech();
+    let (conversation_id, mut socket) = open_socket(&daemon).await;
+    let mut audio = vec![0i16; 1000 * 24];
+    audio.extend(speech("I would like to book a demo."));
+    let mut heard = Vec::new();
+    for padding in [0, 300] {
+        let update = json!({"type": "session.update", "session": {"turn_detection": {"prefix_padding_ms": padding}}});
+        send(&mut socket, update).await;
+        let (updated, _) = until(&mut socket, "session.updated").await;
+        assert_eq!(updated["session"]["turn_detection"]["prefix_padding_ms"], padding);
+        say(&mut socket, &audio, 1200).await;
+        let (transcribed, _) =
+            until(&mut socket, "conversation.item.input_audio_transcription.completed").await;
+        until(&mut socket, "response.done").await;
+        let transcript = transcribed["transcript"].as_str().unwrap().to_lowercase();
+        heard.push((last_turn_audio_ms(&daemon, &conversation_id).await, transcript));
+    }
+    // The same speech, 300 ms more of the audio before its detected start.
+    let (without, with) = (heard[0].0, heard[1].0);
+    assert!((260..=340).contains(&(with - without)), "{heard:?}");
+    assert!(heard[1].1.contains("would like"), "the first words are heard: {heard:?}");
+}
