@@ -84,10 +84,29 @@ const STOP_WORDS: &[&str] = &[
 ];
 
 /// Words a question asks with, which say nothing of what it is about ("can you tell me
-/// how refunds work"): left out when judging whether a text answers it. Sorted.
+/// how refunds work", "what details do you have for Ada"): left out when judging whether a
+/// text answers it. Sorted.
 const ASKING_WORDS: &[&str] = &[
-    "anyone", "get", "help", "know", "like", "need", "please", "tell", "thing", "things", "want",
-    "way", "work", "works",
+    "anyone",
+    "anything",
+    "detail",
+    "details",
+    "get",
+    "help",
+    "info",
+    "information",
+    "know",
+    "like",
+    "need",
+    "please",
+    "something",
+    "tell",
+    "thing",
+    "things",
+    "want",
+    "way",
+    "work",
+    "works",
 ];
 
 /// How much of a question `text` speaks to: the share of the question's content words (its
@@ -150,6 +169,8 @@ mod tests {
         assert_eq!(question_coverage("Can you tell me how refunds work?", refunds), 1.0);
         assert_eq!(question_coverage("What is your refund policy?", refunds), 1.0);
         assert_eq!(question_coverage("Do you ship to Canada?", refunds), 0.0);
+        let booked = "Demo requested by Ada <ada@example.com>";
+        assert_eq!(question_coverage("What details do you have for Ada?", booked), 1.0);
         assert_eq!(question_coverage("hello?", refunds), 0.0);
         assert_eq!(singular("policies"), "policy");
         assert_eq!(singular("bus"), "bus");
