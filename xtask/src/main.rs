@@ -61,6 +61,7 @@ fn main() -> anyhow::Result<()> {
         "console" => npm::console(&root),
         "schemathesis" => python::schemathesis(&root, &rest),
         "mcp" => python::mcp(&root),
+        "python" => python::client(&root),
         "fuzz" => {
             let cases = rest.first().map_or("20000", String::as_str);
             let packages = ["-p", "cairn-http", "-p", "cairn-runtime", "-p", "cairn-memory"];
@@ -86,6 +87,7 @@ fn ci() -> anyhow::Result<()> {
     tidy::run(&workspace_root())?;
     npm::ci(&workspace_root())?;
     python::mcp(&workspace_root())?;
+    python::client(&workspace_root())?;
     python::schemathesis(&workspace_root(), &[])?;
     println!("xtask ci: all checks passed");
     Ok(())

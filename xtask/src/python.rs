@@ -9,6 +9,9 @@
 //!   body as documented.
 //! - `cargo xtask mcp`: the official MCP Python SDK against `cairn mcp` (stdio) and the
 //!   daemon's `/mcp` (streamable HTTP): `tests/mcp/check.py`.
+//! - `cargo xtask python`: the Python client (`clients/python`) as a user gets it: a fresh
+//!   virtualenv under `target/python-client`, `pip install ./clients/python`, `mypy --strict`
+//!   on the package and its examples, and its pytest suite against the real daemon.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -57,6 +60,34 @@ pub(crate) fn mcp(root: &Path) -> anyhow::Result<()> {
         bail!("the MCP check failed ({status})");
     }
     Ok(())
+}
+
+/// `clients/python` installed into a fresh virtualenv, type-checked and tested.
+pub(crate) fn client(root: &Path) -> anyhow::Result<()> {
+    let package = root.join("clients/python");
+    let venv = root.join("target/python-client");
+    let _ = std::fs::remove_dir_all(&venv);
+    let cairn = crate::npm::build_cairn(root)?;
+    let step = |program: &Path, args: &[&str], what: &str| -> anyhow::Result<()> {
+        eprintln!("$ {} {}", program.display(), args.join(" "));
+        let status = Command::new(program)
+            .args(args)
+            .current_dir(&package)
+            .env("CAIRN_BIN", &cairn)
+            .status()
+            .with_context(|| format!("cannot run {}", program.display()))?;
+        if !status.success() {
+            bail!("{what} failed ({status})");
+        }
+        Ok(())
+    };
+    step(Path::new("python3"), &["-m", "venv", &venv.to_string_lossy()], "python3 -m venv")?;
+    let bin = venv.join("bin");
+    let pip =
+        ["install", "--quiet", "--disable-pip-version-check", ".", "-r", "requirements-test.txt"];
+    step(&bin.join("pip"), &pip, "pip install ./clients/python")?;
+    step(&bin.join("mypy"), &["--strict", "src/cairn_client", "examples"], "mypy --strict")?;
+    step(&bin.join("pytest"), &["-q"], "the Python client's tests")
 }
 
 /// The virtualenv with `xtask/requirements.txt` installed, made or brought up to date.
