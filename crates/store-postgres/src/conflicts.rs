@@ -8,7 +8,8 @@ use std::collections::HashSet;
 
 use async_trait::async_trait;
 use cairn_store::{
-    Audit, ConflictRecord, ConflictStore, MemoryChange, Result, Settlement, StoreError,
+    Audit, ConflictPlan, ConflictRecord, ConflictStore, MemoryChange, Result, Settlement,
+    StoreError, new_conflict_members, plan_conflict, planned_conflict, side_index,
 };
 use cairn_types::{ConflictSide, ConflictStatus, Status, Timestamp};
 use deadpool_postgres::GenericClient;
@@ -74,15 +75,8 @@ async fn sides(client: &(impl GenericClient + ?Sized), id: &str) -> Result<Vec<C
     Ok(sides.into_iter().map(|(_, side)| side).collect())
 }
 
-/// What recording a found conflict does: nothing, grow the open conflict of its subject and
-/// repository by its new memories, or open a new one.
-enum Plan {
-    Skip,
-    Grow { open: ConflictRecord, new: Vec<(String, String)> },
-    Open,
-}
-
-async fn plan(client: &(impl GenericClient + ?Sized), found: &ConflictRecord) -> Result<Plan> {
+/// What recording `found` does (the decision is `cairn_store`'s; these are its queries).
+async fn plan(client: &(impl GenericClient + ?Sized), found: &ConflictRecord) -> Result<ConflictPlan> {
     let known: HashSet<String> = query(
         client,
         "SELECT m.memory_id FROM conflict_members m JOIN conflict_sets s ON s.id = m.conflict_id \
@@ -93,14 +87,9 @@ async fn plan(client: &(impl GenericClient + ?Sized), found: &ConflictRecord) ->
     .iter()
     .map(|row| row.get(0))
     .collect();
-    let new: Vec<(String, String)> = found
-        .sides
-        .iter()
-        .flat_map(|side| side.memory_ids.iter().map(|id| (id.clone(), side.label.clone())))
-        .filter(|(id, _)| !known.contains(id))
-        .collect();
+    let new = new_conflict_members(found, &known);
     if new.is_empty() {
-        return Ok(Plan::Skip);
+        return Ok(ConflictPlan::Skip);
     }
     let open = select(
         client,
@@ -108,10 +97,7 @@ async fn plan(client: &(impl GenericClient + ?Sized), found: &ConflictRecord) ->
         &[&found.subject, &found.repo],
     )
     .await?;
-    Ok(match open.into_iter().next() {
-        Some(open) => Plan::Grow { open, new },
-        None => Plan::Open,
-    })
+    Ok(plan_conflict(found, new, open.into_iter().next()))
 }
 
 /// Moves a memory of a conflict to `review` unless it is archived or there already.
@@ -151,15 +137,8 @@ impl ConflictStore for PgStore {
                     Box::pin(async move {
                         let mut recorded = Vec::new();
                         for conflict in found {
-                            match plan(client, conflict).await? {
-                                Plan::Skip => {}
-                                Plan::Open => recorded.push(conflict.clone()),
-                                Plan::Grow { mut open, new } => {
-                                    grow_sides(&mut open.sides, &new);
-                                    open.reason = conflict.reason.clone();
-                                    recorded.push(open);
-                                }
-                            }
+                            let plan = plan(client, conflict).await?;
+                            recorded.extend(planned_conflict(conflict, plan));
                         }
                         Ok(recorded)
                     })
@@ -177,8 +156,8 @@ impl ConflictStore for PgStore {
                 for conflict in found {
                     let at = conflict.detected_at;
                     let (id, members) = match plan(tx, conflict).await? {
-                        Plan::Skip => continue,
-                        Plan::Open => {
+                        ConflictPlan::Skip => continue,
+                        ConflictPlan::Open { members } => {
                             execute(
                                 tx,
                                 &format!(
@@ -194,18 +173,9 @@ impl ConflictStore for PgStore {
                                 ],
                             )
                             .await?;
-                            let members: Vec<(String, String)> = conflict
-                                .sides
-                                .iter()
-                                .flat_map(|side| {
-                                    side.memory_ids
-                                        .iter()
-                                        .map(|id| (id.clone(), side.label.clone()))
-                                })
-                                .collect();
                             (conflict.id.clone(), members)
                         }
-                        Plan::Grow { open, new } => {
+                        ConflictPlan::Grow { open, new } => {
                             execute(
                                 tx,
                                 "UPDATE conflict_sets SET reason = $2 WHERE id = $1",
@@ -218,13 +188,7 @@ impl ConflictStore for PgStore {
                     let mut labels: Vec<String> =
                         sides(tx, &id).await?.into_iter().map(|side| side.label).collect();
                     for (memory_id, label) in &members {
-                        let side = match labels.iter().position(|known| known == label) {
-                            Some(side) => side,
-                            None => {
-                                labels.push(label.clone());
-                                labels.len() - 1
-                            }
-                        };
+                        let side = side_index(&mut labels, label);
                         execute(
                             tx,
                             "INSERT INTO conflict_members (conflict_id, memory_id, side, label) \
@@ -312,16 +276,5 @@ impl ConflictStore for PgStore {
             })
         })
         .await
-    }
-}
-
-/// Adds `new` memories (id, label) to `sides`, on the side of their label or a new one.
-fn grow_sides(sides: &mut Vec<ConflictSide>, new: &[(String, String)]) {
-    for (memory_id, label) in new {
-        match sides.iter_mut().find(|side| side.label == *label) {
-            Some(side) => side.memory_ids.push(memory_id.clone()),
-            None => sides
-                .push(ConflictSide { label: label.clone(), memory_ids: vec![memory_id.clone()] }),
-        }
     }
 }

@@ -3,7 +3,10 @@
 use std::collections::HashSet;
 
 use async_trait::async_trait;
-use cairn_store::{Audit, ConflictRecord, ConflictStore, MemoryChange, Result, Settlement};
+use cairn_store::{
+    Audit, ConflictPlan, ConflictRecord, ConflictStore, MemoryChange, Result, Settlement,
+    new_conflict_members, plan_conflict, planned_conflict, side_index,
+};
 use cairn_types::{ConflictSide, ConflictStatus, Status, Timestamp};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -73,15 +76,8 @@ fn sides(connection: &Connection, id: &str) -> Result<Vec<ConflictSide>> {
     Ok(sides.into_iter().map(|(_, side)| side).collect())
 }
 
-/// What recording a found conflict does: nothing, grow the open conflict of its subject and
-/// repository by its new memories, or open a new one.
-enum Plan {
-    Skip,
-    Grow { open: ConflictRecord, new: Vec<(String, String)> },
-    Open,
-}
-
-fn plan(connection: &Connection, found: &ConflictRecord) -> Result<Plan> {
+/// What recording `found` does (the decision is `cairn_store`'s; these are its queries).
+fn plan(connection: &Connection, found: &ConflictRecord) -> Result<ConflictPlan> {
     let mut statement = connection
         .prepare_cached(
             "SELECT m.memory_id FROM conflict_members m \
@@ -93,24 +89,16 @@ fn plan(connection: &Connection, found: &ConflictRecord) -> Result<Plan> {
         .map_err(sql)?
         .collect::<rusqlite::Result<_>>()
         .map_err(sql)?;
-    let new: Vec<(String, String)> = found
-        .sides
-        .iter()
-        .flat_map(|side| side.memory_ids.iter().map(|id| (id.clone(), side.label.clone())))
-        .filter(|(id, _)| !known.contains(id))
-        .collect();
+    let new = new_conflict_members(found, &known);
     if new.is_empty() {
-        return Ok(Plan::Skip);
+        return Ok(ConflictPlan::Skip);
     }
     let open = select(
         connection,
         "subject = ?1 AND repo IS ?2 AND status = 'open'",
         params![found.subject, found.repo],
     )?;
-    Ok(match open.into_iter().next() {
-        Some(open) => Plan::Grow { open, new },
-        None => Plan::Open,
-    })
+    Ok(plan_conflict(found, new, open.into_iter().next()))
 }
 
 fn add_member(
@@ -166,15 +154,8 @@ impl ConflictStore for SqliteStore {
                 .read(move |connection| {
                     let mut recorded = Vec::new();
                     for conflict in found {
-                        match plan(connection, &conflict)? {
-                            Plan::Skip => {}
-                            Plan::Open => recorded.push(conflict),
-                            Plan::Grow { mut open, new } => {
-                                grow_sides(&mut open.sides, &new);
-                                open.reason = conflict.reason;
-                                recorded.push(open);
-                            }
-                        }
+                        let plan = plan(connection, &conflict)?;
+                        recorded.extend(planned_conflict(&conflict, plan));
                     }
                     Ok(recorded)
                 })
@@ -187,8 +168,8 @@ impl ConflictStore for SqliteStore {
             for conflict in found {
                 let at = conflict.detected_at;
                 let (id, members) = match plan(tx, &conflict)? {
-                    Plan::Skip => continue,
-                    Plan::Open => {
+                    ConflictPlan::Skip => continue,
+                    ConflictPlan::Open { members } => {
                         tx.prepare_cached(&format!(
                             "INSERT INTO conflict_sets ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, 'open', ?5, NULL, NULL)"
                         ))
@@ -201,16 +182,9 @@ impl ConflictStore for SqliteStore {
                             at.as_millis()
                         ])
                         .map_err(sql)?;
-                        let members: Vec<(String, String)> = conflict
-                            .sides
-                            .iter()
-                            .flat_map(|side| {
-                                side.memory_ids.iter().map(|id| (id.clone(), side.label.clone()))
-                            })
-                            .collect();
                         (conflict.id.clone(), members)
                     }
-                    Plan::Grow { open, new } => {
+                    ConflictPlan::Grow { open, new } => {
                         tx.prepare_cached("UPDATE conflict_sets SET reason = ?2 WHERE id = ?1")
                             .map_err(sql)?
                             .execute(params![open.id, conflict.reason])
@@ -220,13 +194,7 @@ impl ConflictStore for SqliteStore {
                 };
                 let mut labels: Vec<String> = sides(tx, &id)?.into_iter().map(|s| s.label).collect();
                 for (memory_id, label) in &members {
-                    let side = match labels.iter().position(|known| known == label) {
-                        Some(side) => side,
-                        None => {
-                            labels.push(label.clone());
-                            labels.len() - 1
-                        }
-                    };
+                    let side = side_index(&mut labels, label);
                     add_member(tx, &id, memory_id, side, label)?;
                     to_review(tx, memory_id, at, &audit)?;
                 }
@@ -284,16 +252,5 @@ impl ConflictStore for SqliteStore {
             Ok((true, live))
         })
         .await
-    }
-}
-
-/// Adds `new` memories (id, label) to `sides`, on the side of their label or a new one.
-fn grow_sides(sides: &mut Vec<ConflictSide>, new: &[(String, String)]) {
-    for (memory_id, label) in new {
-        match sides.iter_mut().find(|side| side.label == *label) {
-            Some(side) => side.memory_ids.push(memory_id.clone()),
-            None => sides
-                .push(ConflictSide { label: label.clone(), memory_ids: vec![memory_id.clone()] }),
-        }
     }
 }

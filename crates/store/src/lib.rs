@@ -4,6 +4,7 @@
 //! the [`conformance`] suite, so every backend behaves the same to the engine above it.
 
 #[cfg(feature = "conformance")]
+mod conflicts;
 pub mod conformance;
 mod connectors;
 mod conversations;
@@ -13,6 +14,7 @@ pub mod row_table;
 mod shared;
 pub mod transfer;
 
+pub use conflicts::*;
 pub use connectors::*;
 pub use conversations::*;
 pub use idempotency::*;
