@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use cairn_store::{
     ChangeListener, Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange,
     IdempotencyRecord, LockAttempt, NewEvent, PromptRecord, Result, SharedLock, StoreError,
-    VoiceSegmentRecord, mentions_word,
+    VoiceSegmentRecord, mentions_word, offset_bound, offset_from_column, offset_param,
+    parse_json_column, range_bounds,
 };
 use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
@@ -42,31 +43,14 @@ fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("JSON values always serialize")
 }
 
-fn parse_json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T> {
-    serde_json::from_str(text)
-        .map_err(|error| StoreError::Corrupt(format!("column {column}: {error}")))
-}
 
-/// Offsets are `u64` to callers and `bigint` (signed) to PostgreSQL.
-fn offset_param(offset: u64) -> Result<i64> {
-    i64::try_from(offset)
-        .map_err(|_| StoreError::Backend(format!("offset {offset} is out of range").into()))
-}
 
 fn offset_column(row: &Row, index: usize) -> Result<u64> {
     let value: i64 = row.get(index);
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative offset {value}")))
+    offset_from_column(value)
 }
 
-/// A bound for `event_offset > $n` or `< $n`: offsets past what a bigint holds match nothing.
-fn offset_bound(offset: u64) -> i64 {
-    i64::try_from(offset).unwrap_or(i64::MAX)
-}
 
-/// The exclusive bounds of `range`: -1 below every offset, `i64::MAX` above them.
-fn range_bounds(range: &EventRange) -> (i64, i64) {
-    (range.after.map_or(-1, offset_bound), range.before.map_or(i64::MAX, offset_bound))
-}
 
 fn lifecycle(text: &str) -> Result<Lifecycle> {
     Lifecycle::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown lifecycle `{text}`")))
@@ -78,8 +62,8 @@ fn conversation_from_row(row: &Row) -> Result<Conversation> {
     Ok(Conversation {
         id: row.get(0),
         agent_id: row.get(1),
-        channel: channel.map(|text| parse_json(&text, "channel")).transpose()?,
-        context: parse_json(&context, "context")?,
+        channel: channel.map(|text| parse_json_column(&text, "channel")).transpose()?,
+        context: parse_json_column(&context, "context")?,
         lifecycle: lifecycle(row.get(4))?,
         created_at: Timestamp::from_millis(row.get(5)),
         updated_at: Timestamp::from_millis(row.get(6)),
@@ -94,7 +78,7 @@ fn event_from_row(row: &Row) -> Result<RuntimeEvent> {
         offset: offset_column(row, 2)?,
         kind: row.get(3),
         created_at: Timestamp::from_millis(row.get(4)),
-        data: parse_json(data, "data")?,
+        data: parse_json_column(data, "data")?,
     })
 }
 
@@ -105,10 +89,10 @@ fn prompt_from_row(row: &Row) -> Result<PromptRecord> {
         prompt: OpenPrompt {
             prompt_id: row.get(0),
             widget_kind: row.get(1),
-            input: parse_json(input, "input")?,
+            input: parse_json_column(input, "input")?,
             offset: offset_column(row, 3)?,
         },
-        output: output.map(|text| parse_json(text, "output")).transpose()?,
+        output: output.map(|text| parse_json_column(text, "output")).transpose()?,
     })
 }
 
@@ -127,7 +111,7 @@ fn voice_segment_from_row(row: &Row) -> Result<VoiceSegmentRecord> {
     let millis = |index: usize| row.get::<_, Option<i64>>(index).map(Timestamp::from_millis);
     let json = |index: usize, column: &str| -> Result<Option<serde_json::Value>> {
         let text: Option<&str> = row.get(index);
-        text.map(|text| parse_json(text, column)).transpose()
+        text.map(|text| parse_json_column(text, column)).transpose()
     };
     let id: String = row.get(0);
     let status: &str = row.get(7);
@@ -279,8 +263,8 @@ async fn call_commit(
             let conversation = Conversation {
                 id: commit.conversation_id.clone(),
                 agent_id: row.get(1),
-                channel: channel.map(|text| parse_json(text, "channel")).transpose()?,
-                context: parse_json(context, "context")?,
+                channel: channel.map(|text| parse_json_column(text, "channel")).transpose()?,
+                context: parse_json_column(context, "context")?,
                 lifecycle: lifecycle(row.get(4))?,
                 created_at: Timestamp::from_millis(row.get(5)),
                 updated_at: commit.at,
@@ -712,7 +696,7 @@ impl ConversationStore for PgStore {
                     .await
                     .map_err(pg)?;
                 let row = client.query_opt(&statement, &[id]).await.map_err(pg)?;
-                row.map(|row| parse_json(row.get(0), "snapshot")).transpose()
+                row.map(|row| parse_json_column(row.get(0), "snapshot")).transpose()
             })
         })
         .await

@@ -8,7 +8,8 @@
 use async_trait::async_trait;
 use cairn_store::{
     Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word,
+    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word, offset_bound, offset_from_column, offset_param,
+    parse_json_column, range_bounds,
 };
 use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
@@ -32,26 +33,13 @@ const VOICE_SEGMENT_COLUMNS: &str = "id, conversation_id, channel, started_at, e
      connection_id, adapter, status, provider, provider_session_id, expires_at, token_hash, \
      token_used_at, app, client";
 
-fn parse_json<T: DeserializeOwned>(text: &str, column: &str) -> Result<T> {
-    serde_json::from_str(text)
-        .map_err(|error| StoreError::Corrupt(format!("column {column}: {error}")))
-}
 
-/// Offsets are `u64` to callers and `INTEGER` (signed) to SQLite.
-fn offset_param(offset: u64) -> Result<i64> {
-    i64::try_from(offset)
-        .map_err(|_| StoreError::Backend(format!("offset {offset} is out of range").into()))
-}
 
 fn offset_column(row: &Row<'_>, index: usize) -> Result<u64> {
     let value: i64 = row.get(index).map_err(sql)?;
-    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative offset {value}")))
+    offset_from_column(value)
 }
 
-/// A bound for `offset > ?` or `offset < ?`: offsets past what SQLite holds match nothing.
-fn offset_bound(offset: u64) -> i64 {
-    i64::try_from(offset).unwrap_or(i64::MAX)
-}
 
 /// The statement of `read_events`: the primary key (conversation_id, offset) walks the
 /// range from the end the limit keeps, and stops once it has `limit` rows.
@@ -74,11 +62,6 @@ fn get_event_query() -> String {
     )
 }
 
-/// The exclusive bounds of `range` as SQLite integers: -1 below every offset, `i64::MAX`
-/// above them.
-fn range_bounds(range: &EventRange) -> (i64, i64) {
-    (range.after.map_or(-1, offset_bound), range.before.map_or(i64::MAX, offset_bound))
-}
 
 fn conversation_from_row(row: &Row<'_>) -> Result<Conversation> {
     let channel: Option<String> = row.get(2).map_err(sql)?;
@@ -87,8 +70,8 @@ fn conversation_from_row(row: &Row<'_>) -> Result<Conversation> {
     Ok(Conversation {
         id: row.get(0).map_err(sql)?,
         agent_id: row.get(1).map_err(sql)?,
-        channel: channel.map(|text| parse_json(&text, "channel")).transpose()?,
-        context: parse_json(&context, "context")?,
+        channel: channel.map(|text| parse_json_column(&text, "channel")).transpose()?,
+        context: parse_json_column(&context, "context")?,
         lifecycle: Lifecycle::parse(&lifecycle)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown lifecycle `{lifecycle}`")))?,
         created_at: Timestamp::from_millis(row.get(5).map_err(sql)?),
@@ -104,7 +87,7 @@ fn event_from_row(row: &Row<'_>) -> Result<RuntimeEvent> {
         offset: offset_column(row, 2)?,
         kind: row.get(3).map_err(sql)?,
         created_at: Timestamp::from_millis(row.get(4).map_err(sql)?),
-        data: parse_json(&data, "data")?,
+        data: parse_json_column(&data, "data")?,
     })
 }
 
@@ -115,10 +98,10 @@ fn prompt_from_row(row: &Row<'_>) -> Result<PromptRecord> {
         prompt: OpenPrompt {
             prompt_id: row.get(0).map_err(sql)?,
             widget_kind: row.get(1).map_err(sql)?,
-            input: parse_json(&input, "input")?,
+            input: parse_json_column(&input, "input")?,
             offset: offset_column(row, 3)?,
         },
-        output: output.map(|text| parse_json(&text, "output")).transpose()?,
+        output: output.map(|text| parse_json_column(&text, "output")).transpose()?,
     })
 }
 
@@ -139,7 +122,7 @@ fn voice_segment_from_row(row: &Row<'_>) -> Result<VoiceSegmentRecord> {
     };
     let json = |index: usize, column: &str| -> Result<Option<serde_json::Value>> {
         let text: Option<String> = row.get(index).map_err(sql)?;
-        text.map(|text| parse_json(&text, column)).transpose()
+        text.map(|text| parse_json_column(&text, column)).transpose()
     };
     let id: String = row.get(0).map_err(sql)?;
     let status: String = row.get(7).map_err(sql)?;
@@ -208,7 +191,7 @@ fn read_snapshot(connection: &Connection, conversation_id: &str) -> Result<Optio
         .query_row([conversation_id], |row| row.get(0))
         .optional()
         .map_err(sql)?;
-    text.map(|text| parse_json(&text, "snapshot")).transpose()
+    text.map(|text| parse_json_column(&text, "snapshot")).transpose()
 }
 
 fn read_idempotency(connection: &Connection, key: &str) -> Result<Option<IdempotencyRecord>> {

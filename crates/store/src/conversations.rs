@@ -146,6 +146,38 @@ impl EventRange {
     }
 }
 
+// Offsets are `u64` to callers and signed 64-bit integers to the databases (SQLite's
+// `INTEGER`, PostgreSQL's `bigint`): the conversions both backends make, written once.
+
+/// An offset as a query parameter; one past what the database holds is an error.
+pub fn offset_param(offset: u64) -> Result<i64> {
+    i64::try_from(offset)
+        .map_err(|_| StoreError::Backend(format!("offset {offset} is out of range").into()))
+}
+
+/// An offset read from a column; a negative one means the row is corrupt.
+pub fn offset_from_column(value: i64) -> Result<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative offset {value}")))
+}
+
+/// A bound for `offset > ?` or `offset < ?`: offsets past what the database holds match
+/// nothing.
+pub fn offset_bound(offset: u64) -> i64 {
+    i64::try_from(offset).unwrap_or(i64::MAX)
+}
+
+/// The exclusive bounds of `range` as database integers: -1 below every offset, `i64::MAX`
+/// above them.
+pub fn range_bounds(range: &EventRange) -> (i64, i64) {
+    (range.after.map_or(-1, offset_bound), range.before.map_or(i64::MAX, offset_bound))
+}
+
+/// A JSON column parsed; text that does not parse means the row is corrupt.
+pub fn parse_json_column<T: serde::de::DeserializeOwned>(text: &str, column: &str) -> Result<T> {
+    serde_json::from_str(text)
+        .map_err(|error| StoreError::Corrupt(format!("column {column}: {error}")))
+}
+
 /// A voice segment as stored, with its connection and what its socket token is bound to.
 /// The token itself is never stored: only its sha256 (hex), which is unique.
 #[derive(Debug, Clone, PartialEq)]
