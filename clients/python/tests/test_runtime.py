@@ -89,7 +89,7 @@ def test_channel_events_of_each_kind(daemon: Daemon) -> None:
 
         started = runtime.start_voice_conversation()
         assert started.socket.url.startswith("ws://") and "token=vst_" in started.socket.url
-        assert started.socket.protocol == "service.voice.v1"
+        assert started.socket.protocol == "service.voice.v1" and started.socket.token.startswith("vst_")
         segment = runtime.start_voice_segment(started.conversation.id)
         assert segment.channel_segment.channel == "voice"
 
