@@ -76,7 +76,10 @@ async fn sides(client: &(impl GenericClient + ?Sized), id: &str) -> Result<Vec<C
 }
 
 /// What recording `found` does (the decision is `cairn_store`'s; these are its queries).
-async fn plan(client: &(impl GenericClient + ?Sized), found: &ConflictRecord) -> Result<ConflictPlan> {
+async fn plan(
+    client: &(impl GenericClient + ?Sized),
+    found: &ConflictRecord,
+) -> Result<ConflictPlan> {
     let known: HashSet<String> = query(
         client,
         "SELECT m.memory_id FROM conflict_members m JOIN conflict_sets s ON s.id = m.conflict_id \

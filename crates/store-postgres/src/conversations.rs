@@ -18,7 +18,6 @@ use cairn_types::{
     Conversation, IdPrefix, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp, new_id,
 };
 use postgres_types::ToSql;
-use serde::de::DeserializeOwned;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
@@ -43,14 +42,10 @@ fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("JSON values always serialize")
 }
 
-
-
 fn offset_column(row: &Row, index: usize) -> Result<u64> {
     let value: i64 = row.get(index);
     offset_from_column(value)
 }
-
-
 
 fn lifecycle(text: &str) -> Result<Lifecycle> {
     Lifecycle::parse(text).ok_or_else(|| StoreError::Corrupt(format!("unknown lifecycle `{text}`")))

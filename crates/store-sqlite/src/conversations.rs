@@ -8,8 +8,8 @@
 use async_trait::async_trait;
 use cairn_store::{
     Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word, offset_bound, offset_from_column, offset_param,
-    parse_json_column, range_bounds,
+    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word, offset_bound,
+    offset_from_column, offset_param, parse_json_column, range_bounds,
 };
 use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
@@ -17,7 +17,6 @@ use cairn_types::{
 };
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params, params_from_iter};
-use serde::de::DeserializeOwned;
 
 use crate::rows::json_text;
 use crate::{SqliteStore, sql};
@@ -33,13 +32,10 @@ const VOICE_SEGMENT_COLUMNS: &str = "id, conversation_id, channel, started_at, e
      connection_id, adapter, status, provider, provider_session_id, expires_at, token_hash, \
      token_used_at, app, client";
 
-
-
 fn offset_column(row: &Row<'_>, index: usize) -> Result<u64> {
     let value: i64 = row.get(index).map_err(sql)?;
     offset_from_column(value)
 }
-
 
 /// The statement of `read_events`: the primary key (conversation_id, offset) walks the
 /// range from the end the limit keeps, and stops once it has `limit` rows.
@@ -61,7 +57,6 @@ fn get_event_query() -> String {
          WHERE conversation_id = ?1 AND id = ?2 ORDER BY offset DESC LIMIT 1"
     )
 }
-
 
 fn conversation_from_row(row: &Row<'_>) -> Result<Conversation> {
     let channel: Option<String> = row.get(2).map_err(sql)?;

@@ -34,7 +34,10 @@ pub fn conflict_members(found: &ConflictRecord) -> Vec<ConflictMember> {
 
 /// The members of `found` that no conflict of its subject and repository holds yet
 /// (`known`: the memories those conflicts hold). Empty: nothing to record.
-pub fn new_conflict_members(found: &ConflictRecord, known: &HashSet<String>) -> Vec<ConflictMember> {
+pub fn new_conflict_members(
+    found: &ConflictRecord,
+    known: &HashSet<String>,
+) -> Vec<ConflictMember> {
     conflict_members(found).into_iter().filter(|(id, _)| !known.contains(id)).collect()
 }
 
@@ -120,9 +123,13 @@ mod tests {
 
     #[test]
     fn a_found_conflict_is_skipped_grows_the_open_one_or_opens_one() {
-        let found = conflict("c2", "Tuesday or Friday", &[("tuesday", &["m1", "m3"]), ("friday", &["m2"])]);
+        let found =
+            conflict("c2", "Tuesday or Friday", &[("tuesday", &["m1", "m3"]), ("friday", &["m2"])]);
         let all: HashSet<String> = ["m1", "m2", "m3"].map(str::to_owned).into();
-        assert_eq!(plan_conflict(&found, new_conflict_members(&found, &all), None), ConflictPlan::Skip);
+        assert_eq!(
+            plan_conflict(&found, new_conflict_members(&found, &all), None),
+            ConflictPlan::Skip
+        );
 
         let known: HashSet<String> = ["m1", "m2"].map(str::to_owned).into();
         let new = new_conflict_members(&found, &known);
@@ -145,7 +152,13 @@ mod tests {
         assert_eq!(side_index(&mut labels, "monday"), 2);
         assert_eq!(labels, ["tuesday", "friday", "monday"]);
         let mut sides = Vec::new();
-        grow_sides(&mut sides, &[("m1".to_owned(), "a".to_owned()), ("m2".to_owned(), "a".to_owned())]);
-        assert_eq!(sides, [ConflictSide { label: "a".to_owned(), memory_ids: vec!["m1".into(), "m2".into()] }]);
+        grow_sides(
+            &mut sides,
+            &[("m1".to_owned(), "a".to_owned()), ("m2".to_owned(), "a".to_owned())],
+        );
+        assert_eq!(
+            sides,
+            [ConflictSide { label: "a".to_owned(), memory_ids: vec!["m1".into(), "m2".into()] }]
+        );
     }
 }

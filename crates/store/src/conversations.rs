@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use cairn_types::runtime::{ChannelSegment, VoiceConnection};
 use cairn_types::{Conversation, Lifecycle, OpenPrompt, RuntimeEvent, Snapshot, Timestamp};
 
-use crate::{ChangeListener, LockAttempt, Result, SharedLock};
+use crate::{ChangeListener, LockAttempt, Result, SharedLock, StoreError};
 
 /// An event to append; the store gives it its id, offset and time.
 #[derive(Debug, Clone, PartialEq)]
