@@ -3,8 +3,8 @@
 //! Backends (`cairn-store-sqlite` today, PostgreSQL later) implement [`MemoryStore`] and run
 //! the [`conformance`] suite, so every backend behaves the same to the engine above it.
 
-#[cfg(feature = "conformance")]
 mod conflicts;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 mod connectors;
 mod conversations;
