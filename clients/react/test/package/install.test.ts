@@ -2,7 +2,7 @@
 // installed from the two tarballs into a fresh Vite + React 19 app (no link to this
 // repository), imported by Node as ES modules, type-checked against their exported types,
 // built by Vite, and run: the built page, served on its own origin, holds the chat widget
-// talking to a real daemon in Debian's Chromium.
+// talking to a real daemon in Debian's Chromium, through a handoff and a close.
 
 import { execFileSync } from "node:child_process";
 import { lstatSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from "node:fs";
@@ -161,6 +161,30 @@ describe("the packed packages in a fresh Vite + React 19 app", () => {
       await chat.getByRole("textbox").fill("hello");
       await chat.getByRole("button", { name: "Send" }).click();
       await expect.poll(() => chat.textContent(), { timeout: 30_000 }).toContain("Hi!");
+
+      // The widget's states as a visitor sees them: a person taking over, then the close.
+      await chat.getByRole("textbox").fill("Can I talk to a human please?");
+      await chat.getByRole("button", { name: "Send" }).click();
+      const notice = chat.getByText("A person from the team is joining this conversation. They will reply here.");
+      await notice.waitFor({ timeout: 30_000 });
+      const listed = (await (await fetch(`${daemon.url}/api/runtime/conversations?limit=1`)).json()) as {
+        conversations: { id: string }[];
+      };
+      const id = listed.conversations[0]!.id;
+      const closed = await fetch(`${daemon.url}/api/runtime/conversations/${id}/close`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ reason: "solved" }),
+      });
+      expect(closed.status).toBe(200);
+      await chat.getByText("This conversation has ended.").waitFor({ timeout: 30_000 });
+      expect(await chat.getByRole("textbox").isDisabled()).toBe(true);
+      expect(await chat.textContent()).not.toMatch(/conv_|resume it first/);
+      await chat.getByRole("button", { name: "Start a new conversation" }).click();
+      expect(await chat.getByRole("textbox").isDisabled()).toBe(false);
+      await chat.getByRole("textbox").fill("hello");
+      await chat.getByRole("button", { name: "Send" }).click();
+      await expect.poll(() => chat.getByText("Hi! I can book a demo for you, or put you through to a person.").count(), { timeout: 30_000 }).toBe(1);
       expect(problems).toEqual([]);
     } finally {
       await browser.close();
