@@ -73,6 +73,11 @@ fn form_fields(input: &Value) -> Vec<Field<'_>> {
         .collect()
 }
 
+/// The names of a form's fields, in order (a widget asked for in words lists them).
+pub(crate) fn form_field_names(input: &Value) -> Vec<&str> {
+    form_fields(input).into_iter().map(|field| field.name).collect()
+}
+
 /// The type a field gets from its name alone, as the chat widget infers it.
 fn inferred_kind(name: &str) -> &'static str {
     let lower = name.to_ascii_lowercase();
@@ -177,7 +182,7 @@ fn is_blank(value: &Value) -> bool {
 }
 
 /// One `@` with something on each side and a dot in the domain, no spaces.
-fn is_email(text: &str) -> bool {
+pub(crate) fn is_email(text: &str) -> bool {
     let text = text.trim();
     let Some((local, domain)) = text.split_once('@') else { return false };
     !local.is_empty()

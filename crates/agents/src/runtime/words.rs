@@ -8,6 +8,8 @@ use cairn_types::Conversation;
 use cairn_types::runtime::ChannelEventNature;
 use serde_json::{Map, Value, json};
 
+use crate::widget::{form_field_names, is_email};
+
 /// Channels that show only words: widgets are asked for in words there.
 const WORDS_ONLY_CHANNELS: &[&str] = &["voice", "phone", "sms", "whatsapp"];
 
@@ -32,7 +34,7 @@ pub(super) fn ask(kind: &str, input: &Value) -> String {
         "form" if asks_for_contact(input) => {
             "Please tell me your name, and an e-mail address or phone number.".to_owned()
         }
-        "form" => format!("Please tell me your {}.", field_names(input).join(" and ")),
+        "form" => format!("Please tell me your {}.", form_field_names(input).join(" and ")),
         "rating" => {
             let (min, max) = rating_range(input);
             format!("On a scale of {min} to {max}, how did we do?")
@@ -101,14 +103,14 @@ fn read_form(input: &Value, text: &str) -> Option<Value> {
         return None;
     }
     let mut output = Map::new();
-    for field in field_names(input) {
-        let value = match field.as_str() {
+    for field in form_field_names(input) {
+        let value = match field {
             "name" => name_in(text),
             "email" | "e-mail" => email.clone(),
             "phone" | "telephone" => phone.clone(),
             _ => None,
         };
-        output.insert(field, json!(value.unwrap_or_default()));
+        output.insert(field.to_owned(), json!(value.unwrap_or_default()));
     }
     if let Some(phone) = phone {
         output.insert("phone".to_owned(), json!(phone));
@@ -116,20 +118,8 @@ fn read_form(input: &Value, text: &str) -> Option<Value> {
     Some(Value::Object(output))
 }
 
-fn field_names(input: &Value) -> Vec<String> {
-    let fields = input["fields"].as_array().map(Vec::as_slice).unwrap_or_default();
-    fields
-        .iter()
-        .filter_map(|field| match field {
-            Value::String(name) => Some(name.clone()),
-            Value::Object(field) => field.get("name").and_then(Value::as_str).map(str::to_owned),
-            _ => None,
-        })
-        .collect()
-}
-
 fn asks_for_contact(input: &Value) -> bool {
-    field_names(input).iter().any(|field| matches!(field.as_str(), "email" | "e-mail" | "phone"))
+    form_field_names(input).iter().any(|field| matches!(*field, "email" | "e-mail" | "phone"))
 }
 
 fn rating_range(input: &Value) -> (u64, u64) {
@@ -212,15 +202,6 @@ fn email_in(text: &str) -> Option<String> {
     }
     let email = format!("{local}@{}", domain.trim_end_matches('.'));
     is_email(&email).then_some(email)
-}
-
-fn is_email(word: &str) -> bool {
-    let Some((local, domain)) = word.split_once('@') else { return false };
-    !local.is_empty()
-        && domain.contains('.')
-        && !domain.starts_with('.')
-        && !domain.ends_with('.')
-        && !domain.contains('@')
 }
 
 /// A phone number: seven to fifteen digits in a row of digits, spaces, dashes, dots and
