@@ -248,6 +248,8 @@ impl PgStore {
                 let (index, work) = text_index::SearchIndex::new();
                 let hearing = index.clone();
                 feed.add(Arc::new(move |change: &ExternalChange| hearing.heard(change)));
+                let hearing = index.clone();
+                feed.on_barrier(Arc::new(move |n| hearing.heard_barrier(n)));
                 (Some(index), Some(work))
             }
             None => (None, None),

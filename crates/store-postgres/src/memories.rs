@@ -648,9 +648,12 @@ impl MemoryStore for PgStore {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        if let Some(hits) =
-            self.text_index().and_then(|index| index.cell.search(terms, filter, limit))
-        {
+        let index = match self.text_index() {
+            // Every write acknowledged before this search, on any daemon, is in the index.
+            Some(index) if index.caught_up().await => Some(index),
+            _ => None,
+        };
+        if let Some(hits) = index.and_then(|index| index.cell.search(terms, filter, limit)) {
             return self
                 .read((hits, filter.clone()), |_, client, (hits, filter)| {
                     Box::pin(async move { search::read_hits(client, hits, filter).await })

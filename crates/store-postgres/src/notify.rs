@@ -33,6 +33,8 @@ pub(crate) struct Channels {
     pub(crate) events: String,
     pub(crate) memories: String,
     pub(crate) vectors: String,
+    /// A store's read barriers (see `text_index`): heard by the store that sent them only.
+    pub(crate) sync: String,
 }
 
 impl Channels {
@@ -41,6 +43,7 @@ impl Channels {
             events: format!("cairn_{schema}_events"),
             memories: format!("cairn_{schema}_memories"),
             vectors: format!("cairn_{schema}_vectors"),
+            sync: format!("cairn_{schema}_sync"),
         }
     }
 }
@@ -88,11 +91,30 @@ pub(crate) async fn notify_vectors(
     Ok(())
 }
 
+/// Sends read barrier `number` (a pooled connection, autocommit): the listener hears it after
+/// every notification committed before it, since PostgreSQL delivers them in commit order.
+pub(crate) async fn notify_barrier(
+    store: &PgStore,
+    client: &deadpool_postgres::Client,
+    number: u64,
+) -> Result<()> {
+    let payload = format!("{} {number}", store.instance());
+    client
+        .execute("SELECT pg_notify($1, $2)", &[&store.channels().sync, &payload])
+        .await
+        .map_err(pg)?;
+    Ok(())
+}
+
+/// Called with the number of each of this store's read barriers the listener hears.
+pub(crate) type BarrierListener = Arc<dyn Fn(u64) + Send + Sync>;
+
 /// Decodes notifications and hands them to the registered listeners.
 pub(crate) struct Feed {
     instance: String,
     channels: Channels,
     listeners: RwLock<Vec<ChangeListener>>,
+    barriers: std::sync::OnceLock<BarrierListener>,
     /// Whether the listener has been connected once (a later connect is a resync).
     connected_once: AtomicBool,
 }
@@ -103,12 +125,18 @@ impl Feed {
             instance: instance.to_owned(),
             channels,
             listeners: RwLock::new(Vec::new()),
+            barriers: std::sync::OnceLock::new(),
             connected_once: AtomicBool::new(false),
         }
     }
 
     pub(crate) fn add(&self, listener: ChangeListener) {
         self.listeners.write().unwrap_or_else(|poisoned| poisoned.into_inner()).push(listener);
+    }
+
+    /// Where this store's read barriers go once heard (set once).
+    pub(crate) fn on_barrier(&self, listener: BarrierListener) {
+        let _ = self.barriers.set(listener);
     }
 
     fn emit(&self, change: &ExternalChange) {
@@ -131,9 +159,24 @@ impl Feed {
 
     /// One notification.
     pub(crate) fn dispatch(&self, channel: &str, payload: &str) {
+        if channel == self.channels.sync {
+            if let (Some(number), Some(listener)) = (self.barrier(payload), self.barriers.get()) {
+                listener(number);
+            }
+            return;
+        }
         if let Some(change) = self.decode(channel, payload) {
             self.emit(&change);
         }
+    }
+
+    /// The number of a read barrier this store sent; `None` for another store's.
+    fn barrier(&self, payload: &str) -> Option<u64> {
+        let (from, number) = payload.split_once(' ')?;
+        if from != self.instance {
+            return None;
+        }
+        number.parse().ok()
     }
 
     fn decode(&self, channel: &str, payload: &str) -> Option<ExternalChange> {
@@ -237,8 +280,8 @@ async fn listen_once(
     });
     let channels = &feed.channels;
     let listen = format!(
-        "LISTEN \"{}\"; LISTEN \"{}\"; LISTEN \"{}\"",
-        channels.events, channels.memories, channels.vectors
+        "LISTEN \"{}\"; LISTEN \"{}\"; LISTEN \"{}\"; LISTEN \"{}\"",
+        channels.events, channels.memories, channels.vectors, channels.sync
     );
     let listening = client.batch_execute(&listen).await.is_ok();
     if listening {
@@ -306,5 +349,8 @@ mod tests {
         assert_eq!(feed.decode("cairn_s_memories", "self0001 mem_1"), None);
         assert_eq!(feed.decode("cairn_s_events", "garbage"), None);
         assert_eq!(feed.decode("cairn_other_events", "conv_1 1"), None);
+        assert_eq!(feed.barrier("self0001 7"), Some(7));
+        assert_eq!(feed.barrier("other001 7"), None);
+        assert_eq!(feed.barrier("self0001 x"), None);
     }
 }

@@ -9,14 +9,22 @@
 //! what the index holds is what was committed. When the listener is down notifications are
 //! lost, so searches use SQL until it is back and the index has been built again. A store
 //! that does not listen never uses the index.
+//!
+//! A search reads every write acknowledged before it began, whichever daemon took it: before
+//! it asks the index it waits for a read barrier, a NOTIFY of this store's own that the
+//! listener hears after every notification committed before it (PostgreSQL delivers them in
+//! commit order), and that the index's task reaches after applying them. Searches that
+//! arrive while a barrier is being sent share the next one. A barrier not back within
+//! [`BARRIER_WAIT`] sends the search to SQL.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use cairn_store::fulltext::{DocLabels, Held, IndexCell, TextIndex};
 use cairn_store::{ExternalChange, Result, StoreError};
 use deadpool_postgres::GenericClient;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::rows::query;
 
@@ -24,6 +32,8 @@ use crate::rows::query;
 const BUILD_PAGE: i64 = 10_000;
 /// Below this many live memories the index is built before the store opens.
 const BUILT_AT_OPEN_BELOW: u64 = 10_000;
+/// How long a search waits for its read barrier before it asks SQL instead.
+const BARRIER_WAIT: Duration = Duration::from_millis(250);
 
 /// The index and its state: while it is built, the ids of the memories changed meanwhile;
 /// `Fallback`: changes may have been missed (the listener was down, or a re-read failed), so
@@ -35,20 +45,67 @@ pub(crate) struct SearchIndex {
     noted: Mutex<HashMap<usize, Vec<String>>>,
     /// Wakes the task that re-reads changes and rebuilds.
     work: mpsc::UnboundedSender<Work>,
+    /// Searches waiting for the next read barrier to be sent.
+    asking: mpsc::UnboundedSender<oneshot::Sender<()>>,
+    asked: Mutex<Option<mpsc::UnboundedReceiver<oneshot::Sender<()>>>>,
+    /// Barriers sent and not yet reached, by number, with their searches.
+    sent: Mutex<BTreeMap<u64, Vec<oneshot::Sender<()>>>>,
 }
 
 #[derive(Debug)]
 pub(crate) enum Work {
     Changed(Vec<String>),
     Rebuild,
+    /// The listener heard read barrier `n`: what was heard before it is in the queue ahead.
+    Barrier(u64),
 }
 
 impl SearchIndex {
     /// A new index, and the work its task (see [`start`]) takes.
     pub(crate) fn new() -> (Arc<SearchIndex>, mpsc::UnboundedReceiver<Work>) {
         let (work, receiver) = mpsc::unbounded_channel();
-        let index = SearchIndex { cell: IndexCell::building(), noted: Mutex::default(), work };
+        let (asking, asked) = mpsc::unbounded_channel();
+        let index = SearchIndex {
+            cell: IndexCell::building(),
+            noted: Mutex::default(),
+            work,
+            asking,
+            asked: Mutex::new(Some(asked)),
+            sent: Mutex::default(),
+        };
         (Arc::new(index), receiver)
+    }
+
+    /// What the listener heard of this store's read barrier `n` (on its task).
+    pub(crate) fn heard_barrier(&self, n: u64) {
+        let _ = self.work.send(Work::Barrier(n));
+    }
+
+    /// Waits until the index holds every write acknowledged before the call, on any daemon;
+    /// false when it is not ready or the barrier did not come back in time (ask SQL then).
+    pub(crate) async fn caught_up(&self) -> bool {
+        if self.cell.state() != cairn_store::fulltext::IndexState::Ready {
+            return false;
+        }
+        let (reached, waiting) = oneshot::channel();
+        if self.asking.send(reached).is_err() {
+            return false;
+        }
+        matches!(tokio::time::timeout(BARRIER_WAIT, waiting).await, Ok(Ok(())))
+    }
+
+    /// Barriers up to `n` are reached: their searches go on.
+    fn reached(&self, n: u64) {
+        let mut sent = self.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let later = sent.split_off(&(n + 1));
+        for waiter in std::mem::replace(&mut *sent, later).into_values().flatten() {
+            let _ = waiter.send(());
+        }
+    }
+
+    /// Every barrier sent is lost (the listener is down): their searches ask SQL now.
+    fn drop_barriers(&self) {
+        self.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
     }
 
     /// What the listener heard (called on its task: it must not block).
@@ -63,6 +120,7 @@ impl SearchIndex {
             ExternalChange::Poll => {
                 // The listener is down: whatever the others write now is not heard.
                 *self.cell.lock() = Held::Fallback;
+                self.drop_barriers();
             }
             ExternalChange::Resync => {
                 let _ = self.work.send(Work::Rebuild);
@@ -237,6 +295,11 @@ pub(crate) async fn start(
         let _ = index.work.send(Work::Rebuild);
     }
     let shared: Weak<crate::Shared> = Arc::downgrade(&store.shared);
+    if let Some(asked) =
+        index.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    {
+        tokio::spawn(send_barriers(shared.clone(), Arc::downgrade(&index), asked));
+    }
     let index = Arc::downgrade(&index);
     tokio::spawn(async move {
         while let Some(first) = work.recv().await {
@@ -248,6 +311,18 @@ pub(crate) async fn start(
                 jobs.push(more);
             }
             let rebuild = jobs.iter().any(|job| matches!(job, Work::Rebuild));
+            let barrier = jobs
+                .iter()
+                .filter_map(|job| match job {
+                    Work::Barrier(n) => Some(*n),
+                    _ => None,
+                })
+                .max();
+            if rebuild && let Some(n) = barrier {
+                // SQL answers while the index is built; the waiting searches need not wait.
+                *index.cell.lock() = Held::Building(Vec::new());
+                index.reached(n);
+            }
             let result = async {
                 let client = store.client().await?;
                 if rebuild {
@@ -262,17 +337,24 @@ pub(crate) async fn start(
                         .into_iter()
                         .flat_map(|job| match job {
                             Work::Changed(ids) => ids,
-                            Work::Rebuild => Vec::new(),
+                            Work::Rebuild | Work::Barrier(_) => Vec::new(),
                         })
                         .collect();
-                    index.take(&client, ids).await?;
+                    if !ids.is_empty() {
+                        index.take(&client, ids).await?;
+                    }
                 }
                 Ok::<(), StoreError>(())
             }
             .await;
+            if result.is_err() {
+                *index.cell.lock() = Held::Fallback;
+            }
+            if let Some(n) = barrier {
+                index.reached(n);
+            }
             if let Err(error) = result {
                 tracing::warn!(%error, "the full-text index could not be brought up to date; retrying");
-                *index.cell.lock() = Held::Fallback;
                 drop(store);
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let _ = index.work.send(Work::Rebuild);
@@ -280,4 +362,36 @@ pub(crate) async fn start(
         }
     });
     Ok(())
+}
+
+/// Sends read barriers for the searches that ask, one for all those waiting when it is sent
+/// (each asked before it was sent, so it was committed after each search began).
+async fn send_barriers(
+    shared: Weak<crate::Shared>,
+    index: Weak<SearchIndex>,
+    mut asked: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+) {
+    let mut number = 0u64;
+    while let Some(first) = asked.recv().await {
+        let (Some(index), Some(shared)) = (index.upgrade(), shared.upgrade()) else { return };
+        let store = crate::PgStore { shared };
+        let mut waiting = vec![first];
+        while let Ok(more) = asked.try_recv() {
+            waiting.push(more);
+        }
+        number += 1;
+        index
+            .sent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(number, waiting);
+        let sent = async {
+            let client = store.client().await?;
+            crate::notify::notify_barrier(&store, &client, number).await
+        };
+        if let Err(error) = sent.await {
+            tracing::debug!(%error, "a read barrier could not be sent; SQL answers");
+            index.sent.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&number);
+        }
+    }
 }
