@@ -14,7 +14,7 @@ use crate::handlers::*;
 use cairn_types::Role;
 
 use crate::limits::RateClass;
-use crate::routes::ROUTES;
+use crate::routes::ENDPOINTS;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -52,16 +52,9 @@ struct Access;
 
 impl Modify for Access {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        for route in ROUTES {
-            for (method, operation) in route.operations {
-                document_access(
-                    openapi,
-                    route.path,
-                    method,
-                    operation.role(),
-                    operation.rate_class(),
-                );
-            }
+        for endpoint in ENDPOINTS {
+            let (path, method) = (endpoint.path, &endpoint.method);
+            document_access(openapi, path, method, endpoint.role, endpoint.rate);
         }
     }
 }
@@ -199,11 +192,9 @@ mod tests {
                 documented.insert(format!("{} {path}", method.to_uppercase()));
             }
         }
-        let routed: BTreeSet<String> = ROUTES
+        let routed: BTreeSet<String> = ENDPOINTS
             .iter()
-            .flat_map(|route| {
-                route.operations.iter().map(move |(method, _)| format!("{method} {}", route.path))
-            })
+            .map(|endpoint| format!("{} {}", endpoint.method, endpoint.path))
             .chain(
                 [crate::routes::LIVE_PATH, crate::routes::READY_PATH]
                     .map(|probe| format!("GET {probe}")),

@@ -46,100 +46,139 @@ pub enum Operation {
     OpenApi,
 }
 
+/// One route of the API: a method on a path pattern (`{id}` matches one segment), the
+/// operation it names, the least role that may call it, and the rate-limit budget it spends
+/// (none for health, which a load balancer's or supervisor's probe polls: a throttled probe
+/// would take a healthy daemon out of service, and the answer costs less than the limiter's
+/// bookkeeping). Routing, the OpenAPI document's access notes and the role table of
+/// docs/api.md all come from [`ENDPOINTS`].
+#[derive(Debug)]
+pub struct Endpoint {
+    pub method: Method,
+    pub path: &'static str,
+    pub operation: Operation,
+    pub role: Role,
+    pub rate: Option<RateClass>,
+    /// A `runtime` API key may call it too, whatever `role` says: the conversation tokens
+    /// that the server side of a chat widget mints for its browsers.
+    pub for_widget_servers: bool,
+}
+
+const fn at(
+    method: Method,
+    path: &'static str,
+    operation: Operation,
+    role: Role,
+    rate: RateClass,
+) -> Endpoint {
+    Endpoint { method, path, operation, role, rate: Some(rate), for_widget_servers: false }
+}
+
+/// A route that a `runtime` key may call too (see [`Endpoint::for_widget_servers`]).
+const fn for_widgets(
+    method: Method,
+    path: &'static str,
+    operation: Operation,
+    role: Role,
+    rate: RateClass,
+) -> Endpoint {
+    Endpoint { method, path, operation, role, rate: Some(rate), for_widget_servers: true }
+}
+
+/// A route that spends no rate limit.
+const fn unlimited(
+    method: Method,
+    path: &'static str,
+    operation: Operation,
+    role: Role,
+) -> Endpoint {
+    Endpoint { method, path, operation, role, rate: None, for_widget_servers: false }
+}
+
+use Method as M;
+use Operation as O;
+use RateClass as C;
+use Role::{Admin, Read, Write};
+
+/// Every route, in the order routing tries them: the first whose path fits wins, so
+/// `/api/memories/batch` stands before `/api/memories/{id}` (ids start with `mem_`).
+pub const ENDPOINTS: &[Endpoint] = &[
+    at(M::GET, "/api/memories", O::ListMemories, Read, C::Read),
+    at(M::POST, "/api/memories", O::CreateMemory, Write, C::Write),
+    at(M::POST, "/api/memories/batch", O::CreateMemories, Write, C::Write),
+    at(M::POST, "/api/memories/import", O::ImportMemories, Admin, C::Write),
+    at(M::GET, "/api/memories/{id}", O::GetMemory, Read, C::Read),
+    at(M::PATCH, "/api/memories/{id}", O::UpdateMemory, Write, C::Write),
+    at(M::DELETE, "/api/memories/{id}", O::ArchiveMemory, Write, C::Write),
+    at(M::GET, "/api/search", O::Search, Read, C::Context),
+    at(M::POST, "/api/context", O::Context, Read, C::Context),
+    at(M::POST, "/api/coding-context", O::CodingContext, Read, C::Context),
+    at(M::POST, "/api/guard", O::Guard, Read, C::Read),
+    at(M::POST, "/api/outcome", O::Outcome, Write, C::Write),
+    at(M::POST, "/api/patch-evidence", O::PatchEvidence, Write, C::Write),
+    at(M::GET, "/api/evidence/{id}", O::GetEvidence, Read, C::Read),
+    at(M::POST, "/api/evidence-pack", O::EvidencePack, Read, C::Read),
+    at(M::GET, "/api/governance/review", O::ReviewQueue, Read, C::Read),
+    at(M::POST, "/api/governance/review/{id}/approve", O::Approve, Admin, C::Write),
+    at(M::POST, "/api/governance/review/{id}/reject", O::Reject, Admin, C::Write),
+    at(M::GET, "/api/governance/audit", O::AuditLog, Admin, C::Read),
+    at(M::GET, "/api/connectors", O::ListConnectors, Read, C::Read),
+    at(M::POST, "/api/connectors", O::AddConnector, Admin, C::Write),
+    at(M::GET, "/api/connectors/{id}", O::GetConnector, Read, C::Read),
+    at(M::DELETE, "/api/connectors/{id}", O::RemoveConnector, Admin, C::Write),
+    at(M::POST, "/api/connectors/{id}/sync", O::SyncConnector, Admin, C::Write),
+    at(M::GET, "/api/connectors/{id}/health", O::ConnectorHealth, Read, C::Read),
+    at(M::POST, "/api/dream-cycle", O::DreamCycle, Admin, C::Write),
+    at(M::GET, "/api/conflicts", O::ListConflicts, Read, C::Read),
+    at(M::POST, "/api/conflicts/{id}/resolve", O::ResolveConflict, Admin, C::Write),
+    at(M::POST, "/api/erase", O::Erase, Admin, C::Write),
+    for_widgets(M::POST, "/api/conversation-tokens", O::CreateConversationToken, Write, C::Start),
+    for_widgets(
+        M::DELETE,
+        "/api/conversation-tokens/{id}",
+        O::RevokeConversationToken,
+        Write,
+        C::Start,
+    ),
+    unlimited(M::GET, crate::HEALTH_PATH, O::Health, Read),
+    at(M::GET, "/openapi.json", O::OpenApi, Read, C::Read),
+];
+
 impl Operation {
+    /// The operation's row of [`ENDPOINTS`].
+    pub fn endpoint(self) -> &'static Endpoint {
+        static BY_OPERATION: std::sync::LazyLock<Vec<&'static Endpoint>> =
+            std::sync::LazyLock::new(|| {
+                let mut rows: Vec<&Endpoint> = ENDPOINTS.iter().collect();
+                rows.sort_by_key(|row| row.operation as usize);
+                rows
+            });
+        BY_OPERATION[self as usize]
+    }
+
     /// The least role that may call the operation.
     pub fn role(self) -> Role {
-        match self {
-            Operation::ListMemories
-            | Operation::GetMemory
-            | Operation::Search
-            | Operation::Context
-            | Operation::CodingContext
-            | Operation::Guard
-            | Operation::GetEvidence
-            | Operation::EvidencePack
-            | Operation::ReviewQueue
-            | Operation::ListConnectors
-            | Operation::GetConnector
-            | Operation::ConnectorHealth
-            | Operation::ListConflicts
-            | Operation::Health
-            | Operation::OpenApi => Role::Read,
-            Operation::CreateMemory
-            | Operation::CreateMemories
-            | Operation::UpdateMemory
-            | Operation::ArchiveMemory
-            | Operation::Outcome
-            | Operation::PatchEvidence
-            | Operation::CreateConversationToken
-            | Operation::RevokeConversationToken => Role::Write,
-            Operation::Approve
-            | Operation::Reject
-            | Operation::AuditLog
-            | Operation::AddConnector
-            | Operation::RemoveConnector
-            | Operation::SyncConnector
-            | Operation::DreamCycle
-            | Operation::ResolveConflict
-            | Operation::ImportMemories
-            | Operation::Erase => Role::Admin,
-        }
+        self.endpoint().role
     }
 
-    /// Whether a `runtime` API key may call it too, whatever [`Operation::role`] says: the
-    /// conversation tokens that the server side of a chat widget mints for its browsers.
+    /// Whether a `runtime` API key may call it too, whatever [`Operation::role`] says.
     pub fn for_widget_servers(self) -> bool {
-        matches!(self, Operation::CreateConversationToken | Operation::RevokeConversationToken)
+        self.endpoint().for_widget_servers
     }
 
-    /// The rate-limit budget the operation spends; none for health, which a load balancer's
-    /// or supervisor's probe polls: a throttled probe would take a healthy daemon out of
-    /// service, and the answer costs less than the limiter's bookkeeping.
+    /// The rate-limit budget the operation spends; none for health.
     pub fn rate_class(self) -> Option<RateClass> {
-        Some(match self {
-            Operation::Health => return None,
-            Operation::Search | Operation::Context | Operation::CodingContext => RateClass::Context,
-            Operation::CreateMemory
-            | Operation::CreateMemories
-            | Operation::ImportMemories
-            | Operation::UpdateMemory
-            | Operation::ArchiveMemory
-            | Operation::Outcome
-            | Operation::PatchEvidence
-            | Operation::Approve
-            | Operation::Reject
-            | Operation::AddConnector
-            | Operation::RemoveConnector
-            | Operation::SyncConnector
-            | Operation::DreamCycle
-            | Operation::Erase
-            | Operation::ResolveConflict => RateClass::Write,
-            Operation::CreateConversationToken | Operation::RevokeConversationToken => {
-                RateClass::Start
-            }
-            Operation::ListMemories
-            | Operation::EvidencePack
-            | Operation::ReviewQueue
-            | Operation::AuditLog
-            | Operation::ListConnectors
-            | Operation::GetConnector
-            | Operation::ConnectorHealth
-            | Operation::ListConflicts
-            | Operation::GetMemory
-            | Operation::Guard
-            | Operation::GetEvidence
-            | Operation::OpenApi => RateClass::Read,
-        })
+        self.endpoint().rate
     }
 }
 
-/// A path pattern (`{id}` matches one segment) and the operations on it by method.
+/// A path pattern and the operations on it by method, from [`ENDPOINTS`].
 #[derive(Debug)]
 pub struct Route {
     pub path: &'static str,
-    pub operations: &'static [(Method, Operation)],
+    pub operations: Vec<(Method, Operation)>,
     /// The `Allow` header for a 405 on this path.
-    pub allow: &'static str,
+    pub allow: String,
 }
 
 impl Route {
@@ -147,151 +186,31 @@ impl Route {
     fn operation(&self, method: &Method, path: &str) -> Result<Operation, ApiError> {
         match self.operations.iter().find(|(allowed, _)| allowed == method) {
             Some((_, operation)) => Ok(*operation),
-            None => Err(ApiError::method_not_allowed(method, path, self.allow)),
+            None => Err(ApiError::method_not_allowed(method, path, &self.allow)),
         }
     }
 }
 
-pub const ROUTES: &[Route] = &[
-    Route {
-        path: "/api/memories",
-        operations: &[
-            (Method::GET, Operation::ListMemories),
-            (Method::POST, Operation::CreateMemory),
-        ],
-        allow: "GET, POST",
-    },
-    // Before `/api/memories/{id}`: the first route that fits wins (ids start with `mem_`).
-    Route {
-        path: "/api/memories/batch",
-        operations: &[(Method::POST, Operation::CreateMemories)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/memories/import",
-        operations: &[(Method::POST, Operation::ImportMemories)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/memories/{id}",
-        operations: &[
-            (Method::GET, Operation::GetMemory),
-            (Method::PATCH, Operation::UpdateMemory),
-            (Method::DELETE, Operation::ArchiveMemory),
-        ],
-        allow: "GET, PATCH, DELETE",
-    },
-    Route { path: "/api/search", operations: &[(Method::GET, Operation::Search)], allow: "GET" },
-    Route {
-        path: "/api/context",
-        operations: &[(Method::POST, Operation::Context)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/coding-context",
-        operations: &[(Method::POST, Operation::CodingContext)],
-        allow: "POST",
-    },
-    Route { path: "/api/guard", operations: &[(Method::POST, Operation::Guard)], allow: "POST" },
-    Route {
-        path: "/api/outcome",
-        operations: &[(Method::POST, Operation::Outcome)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/patch-evidence",
-        operations: &[(Method::POST, Operation::PatchEvidence)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/evidence/{id}",
-        operations: &[(Method::GET, Operation::GetEvidence)],
-        allow: "GET",
-    },
-    Route {
-        path: "/api/evidence-pack",
-        operations: &[(Method::POST, Operation::EvidencePack)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/governance/review",
-        operations: &[(Method::GET, Operation::ReviewQueue)],
-        allow: "GET",
-    },
-    Route {
-        path: "/api/governance/review/{id}/approve",
-        operations: &[(Method::POST, Operation::Approve)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/governance/review/{id}/reject",
-        operations: &[(Method::POST, Operation::Reject)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/governance/audit",
-        operations: &[(Method::GET, Operation::AuditLog)],
-        allow: "GET",
-    },
-    Route {
-        path: "/api/connectors",
-        operations: &[
-            (Method::GET, Operation::ListConnectors),
-            (Method::POST, Operation::AddConnector),
-        ],
-        allow: "GET, POST",
-    },
-    Route {
-        path: "/api/connectors/{id}",
-        operations: &[
-            (Method::GET, Operation::GetConnector),
-            (Method::DELETE, Operation::RemoveConnector),
-        ],
-        allow: "GET, DELETE",
-    },
-    Route {
-        path: "/api/connectors/{id}/sync",
-        operations: &[(Method::POST, Operation::SyncConnector)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/connectors/{id}/health",
-        operations: &[(Method::GET, Operation::ConnectorHealth)],
-        allow: "GET",
-    },
-    Route {
-        path: "/api/dream-cycle",
-        operations: &[(Method::POST, Operation::DreamCycle)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/conflicts",
-        operations: &[(Method::GET, Operation::ListConflicts)],
-        allow: "GET",
-    },
-    Route {
-        path: "/api/conflicts/{id}/resolve",
-        operations: &[(Method::POST, Operation::ResolveConflict)],
-        allow: "POST",
-    },
-    Route { path: "/api/erase", operations: &[(Method::POST, Operation::Erase)], allow: "POST" },
-    Route {
-        path: "/api/conversation-tokens",
-        operations: &[(Method::POST, Operation::CreateConversationToken)],
-        allow: "POST",
-    },
-    Route {
-        path: "/api/conversation-tokens/{id}",
-        operations: &[(Method::DELETE, Operation::RevokeConversationToken)],
-        allow: "DELETE",
-    },
-    Route {
-        path: crate::HEALTH_PATH,
-        operations: &[(Method::GET, Operation::Health)],
-        allow: "GET",
-    },
-    Route { path: "/openapi.json", operations: &[(Method::GET, Operation::OpenApi)], allow: "GET" },
-];
+/// [`ENDPOINTS`] by path, in the order of each path's first row.
+pub static ROUTES: std::sync::LazyLock<Vec<Route>> = std::sync::LazyLock::new(|| {
+    let mut routes: Vec<Route> = Vec::new();
+    for endpoint in ENDPOINTS {
+        let route = match routes.iter_mut().position(|route| route.path == endpoint.path) {
+            Some(at) => &mut routes[at],
+            None => {
+                let path = endpoint.path;
+                routes.push(Route { path, operations: Vec::new(), allow: String::new() });
+                routes.last_mut().expect("just pushed")
+            }
+        };
+        route.operations.push((endpoint.method.clone(), endpoint.operation));
+        if !route.allow.is_empty() {
+            route.allow.push_str(", ");
+        }
+        route.allow.push_str(endpoint.method.as_str());
+    }
+    routes
+});
 
 /// Finds the operation for a request, and the `{id}` segment if the path has one.
 pub fn resolve<'p>(
@@ -331,7 +250,7 @@ fn scan<'p>(
     path: &str,
     trimmed: &'p str,
 ) -> Result<(Operation, Option<&'p str>), ApiError> {
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let Some(id) = match_path(route.path, trimmed) else { continue };
         return Ok((route.operation(method, path)?, id));
     }
@@ -344,10 +263,11 @@ fn scan<'p>(
 static LITERAL_ROUTES: std::sync::LazyLock<
     std::collections::HashMap<&'static str, &'static Route>,
 > = std::sync::LazyLock::new(|| {
+    let routes: &'static [Route] = &ROUTES;
     let mut literal = std::collections::HashMap::new();
-    for (index, route) in ROUTES.iter().enumerate() {
+    for (index, route) in routes.iter().enumerate() {
         let shadowed =
-            ROUTES[..index].iter().any(|earlier| match_path(earlier.path, route.path).is_some());
+            routes[..index].iter().any(|earlier| match_path(earlier.path, route.path).is_some());
         if !route.path.contains('{') && !shadowed {
             literal.insert(route.path, route);
         }
@@ -376,14 +296,56 @@ fn match_path<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
     }
 }
 
+/// The role table of docs/api.md: for each role, the routes that need it (`:id` for a
+/// segment), in [`ENDPOINTS`]' order.
+pub fn role_table() -> String {
+    let mut table = String::from("| role | routes |\n|---|---|\n");
+    for role in [Read, Write, Admin] {
+        let routes: Vec<String> = ENDPOINTS
+            .iter()
+            .filter(|endpoint| endpoint.role == role)
+            .map(|endpoint| {
+                let route =
+                    format!("`{} {}`", endpoint.method, endpoint.path.replace("{id}", ":id"));
+                if endpoint.for_widget_servers {
+                    format!("{route} (also `runtime`)")
+                } else {
+                    route
+                }
+            })
+            .collect();
+        table.push_str(&format!("| `{role}` | {} |\n", routes.join(", ")));
+    }
+    table
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn every_operation_has_one_row() {
+        for (index, endpoint) in ENDPOINTS.iter().enumerate() {
+            assert_eq!(endpoint.operation.endpoint().path, endpoint.path);
+            assert_eq!(endpoint.operation.endpoint().method, endpoint.method);
+            let again =
+                ENDPOINTS[index + 1..].iter().any(|later| later.operation == endpoint.operation);
+            assert!(!again, "{:?} has two rows", endpoint.operation);
+        }
+        assert_eq!(ENDPOINTS.len(), Operation::OpenApi as usize + 1);
+    }
+
+    #[test]
+    fn the_docs_role_table_is_the_route_table() {
+        let docs = include_str!("../../../docs/api.md");
+        let table = role_table();
+        assert!(docs.contains(&table), "docs/api.md should hold this table:\n{table}");
+    }
+
+    #[test]
     fn the_literal_lookup_answers_as_the_scan_does() {
         let methods = [Method::GET, Method::POST, Method::PATCH, Method::DELETE, Method::PUT];
-        for route in ROUTES {
+        for route in ROUTES.iter() {
             for path in [route.path.replace("{id}", "batch"), route.path.replace("{id}", "x_1")] {
                 for method in &methods {
                     let (fast, scanned) = (resolve(method, &path), scan(method, &path, &path));

@@ -34,10 +34,13 @@ impl ApiError {
     }
 
     /// 405, with the `Allow` header listing the methods the path takes.
-    pub fn method_not_allowed(method: &http::Method, path: &str, allow: &'static str) -> ApiError {
+    pub fn method_not_allowed(method: &http::Method, path: &str, allow: &str) -> ApiError {
         let message = format!("{method} is not allowed on `{path}`; allowed: {allow}");
-        ApiError::new(ErrorCode::MethodNotAllowed, message)
-            .with_header(http::header::ALLOW, HeaderValue::from_static(allow))
+        let error = ApiError::new(ErrorCode::MethodNotAllowed, message);
+        match HeaderValue::from_str(allow) {
+            Ok(allow) => error.with_header(http::header::ALLOW, allow),
+            Err(_) => error,
+        }
     }
 
     /// Adds a header to the error response.

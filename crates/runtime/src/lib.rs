@@ -30,6 +30,7 @@ pub mod events;
 pub mod handler;
 #[cfg(feature = "openapi")]
 pub mod openapi;
+pub mod routes;
 mod runtime;
 mod sse;
 pub mod voice;

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use cairn_store::{
     ChangeListener, Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange,
     IdempotencyRecord, LockAttempt, NewEvent, PromptRecord, Result, SharedLock, StoreError,
-    VoiceSegmentRecord, mentions_word, offset_bound, offset_from_column, offset_param,
-    parse_json_column, range_bounds,
+    VoiceSegmentRecord, mentions_word, numbered_events, offset_bound, offset_from_column,
+    offset_param, parse_json_column, range_bounds,
 };
 use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
@@ -156,28 +156,6 @@ async fn read_idempotency(
     Ok(collect(client, &query, &[&key], idempotency_from_row).await?.pop())
 }
 
-/// The events of a commit or a creation as the store gives them back.
-fn stored_events(
-    conversation_id: &str,
-    ids: &[String],
-    events: &[NewEvent],
-    first_offset: u64,
-    at: Timestamp,
-) -> Vec<RuntimeEvent> {
-    ids.iter()
-        .zip(events)
-        .zip(first_offset..)
-        .map(|((id, event), offset)| RuntimeEvent {
-            id: id.clone(),
-            conversation_id: conversation_id.to_owned(),
-            offset,
-            kind: event.kind.clone(),
-            created_at: at,
-            data: event.data.clone(),
-        })
-        .collect()
-}
-
 /// A commit as `cairn_commit`'s arguments.
 struct CommitCall {
     commit: Commit,
@@ -265,13 +243,7 @@ async fn call_commit(
                 updated_at: commit.at,
             };
             let first_offset = offset_column(&row, 6)?;
-            let events = stored_events(
-                &commit.conversation_id,
-                &call.ids,
-                &commit.events,
-                first_offset,
-                commit.at,
-            );
+            let events = commit.numbered(&call.ids, first_offset);
             Ok(Some(CommitOutcome::Committed { conversation, events }))
         }
         other => Err(StoreError::Corrupt(format!("cairn_commit answered `{other}`"))),
@@ -342,7 +314,7 @@ impl ConversationStore for PgStore {
                         .await
                         .map_err(pg)?;
                 }
-                Ok(Some(stored_events(&conversation.id, ids, events, 0, conversation.created_at)))
+                Ok(Some(numbered_events(&conversation.id, ids, events, 0, conversation.created_at)))
             })
         })
         .await
@@ -496,17 +468,7 @@ impl ConversationStore for PgStore {
     }
 
     async fn commit(&self, commit: &Commit) -> Result<CommitOutcome> {
-        if let Some(prompt) =
-            commit.open_prompts.iter().find(|prompt| prompt.event_index >= commit.events.len())
-        {
-            let message = format!(
-                "prompt {} is opened by event {} but the commit has {} events",
-                prompt.prompt_id,
-                prompt.event_index,
-                commit.events.len()
-            );
-            return Err(StoreError::Backend(message.into()));
-        }
+        commit.check()?;
         let call = CommitCall {
             ids: commit.events.iter().map(|_| new_id(IdPrefix::Event)).collect(),
             kinds: commit.events.iter().map(|event| event.kind.clone()).collect(),

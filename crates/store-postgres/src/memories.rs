@@ -24,6 +24,10 @@ use crate::rows::{
 use crate::{PgStore, Transaction, audit, lock_key, notify, search};
 use cairn_store::fulltext::Document;
 
+/// What an erased memory takes with it besides its row (see `cairn_store::erasure_statements`).
+static ERASURE: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| cairn_store::erasure_statements("$1", true));
+
 /// How a write moves the corpus statistics: live memories and their tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Counts {
@@ -925,16 +929,7 @@ impl MemoryStore for PgStore {
                     }
                     // Postings and vectors cascade.
                     execute(tx, "DELETE FROM memories WHERE pk = $1", &[&stored.pk]).await?;
-                    for statement in [
-                        "DELETE FROM task_recalls WHERE memory_id = $1",
-                        // Its connector item stays, erased, so no sync imports the text again.
-                        "UPDATE connector_items SET memory_id = '', content_hash = '' \
-                         WHERE memory_id = $1",
-                        // A conflict's reason quotes its memories: it goes with any of them.
-                        "DELETE FROM conflict_sets WHERE id IN \
-                         (SELECT conflict_id FROM conflict_members WHERE memory_id = $1)",
-                        "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = $1",
-                    ] {
+                    for statement in ERASURE.iter() {
                         execute(tx, statement, &[id]).await?;
                     }
                     audit::append(tx, &audit, at, id, None, None).await?;

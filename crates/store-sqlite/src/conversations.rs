@@ -8,8 +8,8 @@
 use async_trait::async_trait;
 use cairn_store::{
     Commit, CommitOutcome, ConversationQuery, ConversationStore, EventRange, IdempotencyRecord,
-    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word, offset_bound,
-    offset_from_column, offset_param, parse_json_column, range_bounds,
+    NewEvent, PromptRecord, Result, StoreError, VoiceSegmentRecord, mentions_word, numbered_events,
+    offset_bound, offset_from_column, offset_param, parse_json_column, range_bounds,
 };
 use cairn_types::runtime::{ChannelSegment, VoiceConnection, VoiceConnectionStatus};
 use cairn_types::{
@@ -213,27 +213,19 @@ fn append_events(
             "INSERT INTO runtime_events ({EVENT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
         ))
         .map_err(sql)?;
-    let mut stored = Vec::with_capacity(events.len());
-    for (event, offset) in events.iter().zip(first_offset..) {
-        let event = RuntimeEvent {
-            id: new_id(IdPrefix::Event),
-            conversation_id: conversation_id.to_owned(),
-            offset,
-            kind: event.kind.clone(),
-            created_at: at,
-            data: event.data.clone(),
-        };
+    let ids: Vec<String> = events.iter().map(|_| new_id(IdPrefix::Event)).collect();
+    let stored = numbered_events(conversation_id, &ids, events, first_offset, at);
+    for event in &stored {
         insert
             .execute(params![
                 event.id,
                 event.conversation_id,
-                offset_param(offset)?,
+                offset_param(event.offset)?,
                 event.kind,
                 at.as_millis(),
                 json_text(&event.data),
             ])
             .map_err(sql)?;
-        stored.push(event);
     }
     Ok(stored)
 }
@@ -254,17 +246,7 @@ fn apply_commit(tx: &Transaction<'_>, commit: &Commit) -> Result<CommitOutcome> 
     {
         return Ok(CommitOutcome::Duplicate(record));
     }
-    if let Some(prompt) =
-        commit.open_prompts.iter().find(|prompt| prompt.event_index >= commit.events.len())
-    {
-        let message = format!(
-            "prompt {} is opened by event {} but the commit has {} events",
-            prompt.prompt_id,
-            prompt.event_index,
-            commit.events.len()
-        );
-        return Err(StoreError::Backend(message.into()));
-    }
+    commit.check()?;
 
     let events = append_events(tx, id, next_offset, &commit.events, commit.at)?;
     let end_offset = next_offset + events.len() as u64;

@@ -16,6 +16,10 @@ use crate::rows::{
 };
 use crate::{PendingInsert, SqliteStore, audit, migrations, run_blocking, search, sql};
 
+/// What an erased memory takes with it besides its row (see `cairn_store::erasure_statements`).
+static ERASURE: std::sync::LazyLock<Vec<String>> =
+    std::sync::LazyLock::new(|| cairn_store::erasure_statements("?1", false));
+
 #[async_trait]
 impl MemoryStore for SqliteStore {
     async fn insert_memories(&self, memories: &[Memory], actor: &str) -> Result<()> {
@@ -462,17 +466,12 @@ impl MemoryStore for SqliteStore {
                 for id in &ids {
                     let Some(memory) = read_memory(tx, id)? else { continue };
                     live -= i64::from(memory.archived_at.is_none());
-                    for statement in [
-                        // The FTS trigger removes a live memory's entry; vectors cascade.
-                        "DELETE FROM memories WHERE id = ?1",
-                        // Its connector item stays, erased, so no sync imports the text again.
-                        "UPDATE connector_items SET memory_id = '', content_hash = '' \
-                     WHERE memory_id = ?1",
-                        // A conflict's reason quotes its memories: it goes with any of them.
-                        "DELETE FROM conflict_sets WHERE id IN \
-                     (SELECT conflict_id FROM conflict_members WHERE memory_id = ?1)",
-                        "UPDATE audit_log SET before = NULL, after = NULL WHERE memory_id = ?1",
-                    ] {
+                    // The FTS trigger removes a live memory's entry; vectors cascade.
+                    tx.prepare_cached("DELETE FROM memories WHERE id = ?1")
+                        .map_err(sql)?
+                        .execute([id])
+                        .map_err(sql)?;
+                    for statement in ERASURE.iter() {
                         tx.prepare_cached(statement).map_err(sql)?.execute([id]).map_err(sql)?;
                     }
                     audit::append(tx, &audit, at, id, None, None)?;

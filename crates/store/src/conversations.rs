@@ -68,6 +68,52 @@ impl Commit {
             idempotency_fingerprint: None,
         }
     }
+
+    /// Whether the commit holds together, before anything is written: every prompt it opens
+    /// names one of its events.
+    pub fn check(&self) -> Result<()> {
+        match self.open_prompts.iter().find(|prompt| prompt.event_index >= self.events.len()) {
+            Some(prompt) => Err(StoreError::Backend(
+                format!(
+                    "prompt {} is opened by event {} but the commit has {} events",
+                    prompt.prompt_id,
+                    prompt.event_index,
+                    self.events.len()
+                )
+                .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The commit's events as stored: ids `ids`, consecutive offsets from `first_offset`,
+    /// the commit's time.
+    pub fn numbered(&self, ids: &[String], first_offset: u64) -> Vec<RuntimeEvent> {
+        numbered_events(&self.conversation_id, ids, &self.events, first_offset, self.at)
+    }
+}
+
+/// `events` as stored in `conversation_id`: ids `ids`, consecutive offsets from
+/// `first_offset`, time `at` (a commit's or a creation's).
+pub fn numbered_events(
+    conversation_id: &str,
+    ids: &[String],
+    events: &[NewEvent],
+    first_offset: u64,
+    at: Timestamp,
+) -> Vec<RuntimeEvent> {
+    ids.iter()
+        .zip(events)
+        .zip(first_offset..)
+        .map(|((id, event), offset)| RuntimeEvent {
+            id: id.clone(),
+            conversation_id: conversation_id.to_owned(),
+            offset,
+            kind: event.kind.clone(),
+            created_at: at,
+            data: event.data.clone(),
+        })
+        .collect()
 }
 
 /// What an idempotency key was first used for: a conversation and a range of its offsets.

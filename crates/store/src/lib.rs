@@ -8,6 +8,7 @@ mod conflicts;
 pub mod conformance;
 mod connectors;
 mod conversations;
+mod erasure;
 pub mod fulltext;
 mod idempotency;
 pub mod row_table;
@@ -17,6 +18,7 @@ pub mod transfer;
 pub use conflicts::*;
 pub use connectors::*;
 pub use conversations::*;
+pub use erasure::erasure_statements;
 pub use idempotency::*;
 pub use shared::*;
 
