@@ -17,6 +17,8 @@ use crate::llm::ChatMessage;
 
 const DEFAULT_LIST_LIMIT: u32 = 50;
 const MAX_LIST_LIMIT: u32 = 200;
+/// How many conversations' newest messages a listing reads at once.
+const LAST_MESSAGE_READS: usize = 8;
 /// Past this many conversations with notification senders, unused ones are dropped.
 const PRUNE_SUBSCRIPTIONS_AT: usize = 1024;
 
@@ -136,6 +138,7 @@ impl Runtime for DefaultRuntime {
     }
 
     async fn list_conversations(&self, input: ListConversationsInput) -> Result<ConversationList> {
+        use futures_util::{StreamExt, TryStreamExt};
         let limit = input.limit.unwrap_or(DEFAULT_LIST_LIMIT);
         if limit == 0 || limit > MAX_LIST_LIMIT {
             return Err(RuntimeError::Invalid(format!(
@@ -169,16 +172,27 @@ impl Runtime for DefaultRuntime {
             next_cursor = conversations.last().filter(|_| more).map(cursor_text);
             prev_cursor = conversations.first().filter(|_| input.after.is_some()).map(cursor_text);
         }
+        // Each conversation's newest message, a few reads at a time (the store's pool
+        // serves them side by side).
+        let newest = EventRange::newest_of_kind("message", 1);
+        let ids: Vec<String> = conversations.iter().map(|found| found.id.clone()).collect();
+        let newest_messages: Vec<(String, Vec<RuntimeEvent>)> = futures_util::stream::iter(ids)
+            .map(|id| {
+                let (store, newest) = (self.shared.store.clone(), newest.clone());
+                async move { store.read_events(&id, &newest).await.map(|events| (id, events)) }
+            })
+            .buffered(LAST_MESSAGE_READS)
+            .try_collect()
+            .await
+            .map_err(RuntimeError::internal)?;
         let mut last_messages = std::collections::BTreeMap::new();
-        for conversation in &conversations {
-            let newest = EventRange::newest_of_kind("message", 1);
-            let read = self.shared.store.read_events(&conversation.id, &newest).await;
-            if let Some(event) = read.map_err(RuntimeError::internal)?.pop() {
+        for (id, mut events) in newest_messages {
+            if let Some(event) = events.pop() {
                 let text = |key: &str| event.data[key].as_str().unwrap_or_default().to_owned();
                 let (role, text) = (text("role"), text("text"));
                 let message =
                     LastMessage { role, text, offset: event.offset, created_at: event.created_at };
-                last_messages.insert(conversation.id.clone(), message);
+                last_messages.insert(id, message);
             }
         }
         Ok(ConversationList { conversations, next_cursor, prev_cursor, last_messages })
