@@ -369,6 +369,13 @@ async fn erased_text_is_gone_from_the_database_files_and_subjects_fold_unicode()
     daemon.remember(json!({"content": secret, "scope": "user"})).await;
     daemon.remember(json!({"content": kept, "scope": "user"})).await;
     daemon.remember(json!({"content": "Call JÖRG SCHMIDT about Marrowby", "scope": "user"})).await;
+    // Earlier versions count too: the text before an edit, and a memory archived before.
+    let edited = daemon
+        .remember(json!({"content": "Zebulonia Quixotic keeps a zorbflux", "scope": "user"}))
+        .await;
+    let archived = daemon
+        .remember(json!({"content": "Zebulonia Quixotic owes a glimmerquad", "scope": "user"}))
+        .await;
     let id = new_conversation(&daemon).await;
     let said = daemon
         .post(
@@ -381,18 +388,30 @@ async fn erased_text_is_gone_from_the_database_files_and_subjects_fold_unicode()
     for query in ["zebulonia", "marrowby", "cargo"] {
         assert_eq!(daemon.get(&format!("/api/search?q={query}")).await.status, 200);
     }
+    let changed = json!({"content": "Zebulonia Quixotic keeps nothing"});
+    assert_eq!(daemon.patch(&format!("/api/memories/{edited}"), changed).await.status, 200);
+    assert_eq!(daemon.delete(&format!("/api/memories/{archived}")).await.status, 200);
 
     for subject in ["Zebulonia Quixotic", "Jörg Schmidt", "Özlem Ünal"] {
         let erased = daemon.post("/api/erase", json!({"subject": subject})).await;
         assert_eq!(erased.status, 200, "{erased:?}");
         let found = erased.body["memories"].as_array().unwrap().len()
             + erased.body["conversations"].as_array().unwrap().len();
-        assert_eq!(found, 1, "{subject}: {erased:?}");
+        let expected = if subject.starts_with("Zebulonia") { 3 } else { 1 };
+        assert_eq!(found, expected, "{subject}: {erased:?}");
     }
     let files = ["cairn.db", "cairn.db-wal"].map(|name| directory.path().join(name));
     let check = |when: &str| {
         for file in &files {
-            for needle in ["Zebulonia", "zebulonia", "Marrowby Lane", "ÖZLEM", "JÖRG"] {
+            for needle in [
+                "Zebulonia",
+                "zebulonia",
+                "Marrowby Lane",
+                "ÖZLEM",
+                "JÖRG",
+                "zorbflux",
+                "glimmerquad",
+            ] {
                 assert!(
                     !file_holds(file, needle.as_bytes()),
                     "{when}: {} still holds {needle:?}",

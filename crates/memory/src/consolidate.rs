@@ -112,11 +112,13 @@ impl Engine {
     ) -> Result<DreamReport> {
         let DreamRead { started_at, memories, plan } = read;
         let examined = memories.len() as u64;
+        let clock = std::time::Instant::now();
 
         // Merges: each group whole or not at all, only if no member changed since it was read.
         let groups: Vec<Vec<GuardedChange>> =
             plan.merges.iter().map(|group| merge_changes(&memories, group)).collect();
         let applied = self.apply_guarded(groups, dry_run, started_at, actor, "merge").await?;
+        let merging = clock.elapsed();
         let mut merged = Vec::new();
         let mut merged_away = HashSet::new();
         for (group, applied) in plan.merges.iter().zip(applied) {
@@ -183,11 +185,22 @@ impl Engine {
                 })
             })
             .collect();
+        let before_conflicts = clock.elapsed();
         let records = self.store.record_conflicts(&found, actor, dry_run).await?;
+        let recording = clock.elapsed() - before_conflicts;
         let mut conflicts = Vec::with_capacity(records.len());
         for record in records {
             conflicts.push(self.conflict_view(record).await?);
         }
+        tracing::info!(
+            dry_run,
+            examined,
+            merge_seconds = merging.as_secs_f64(),
+            stale_seconds = (before_conflicts - merging).as_secs_f64(),
+            conflict_seconds = recording.as_secs_f64(),
+            report_seconds = (clock.elapsed() - before_conflicts - recording).as_secs_f64(),
+            "the dream cycle's writes"
+        );
         Ok(DreamReport {
             dry_run,
             started_at,

@@ -295,29 +295,7 @@ pub(crate) async fn update_memory_row(
 ) -> Result<Option<(Memory, Memory, Counts)>> {
     let Some(stored) = read_stored(tx, id, true).await? else { return Ok(None) };
     let before = stored.memory;
-    // Every change moves `updatedAt` forward, even two in one millisecond, so it identifies
-    // the version a reader saw (guarded changes and the embedding worker rely on it).
-    let updated_at = updated_at.max(Timestamp::from_millis(before.updated_at.as_millis() + 1));
-    let mut after = before.clone();
-    if let Some(content) = &change.content {
-        after.content = content.clone();
-    }
-    if let Some(scope) = change.scope {
-        after.scope = scope;
-    }
-    if let Some(status) = change.status {
-        after.status = status;
-    }
-    if let Some(tags) = &change.tags {
-        after.tags = tags.clone();
-    }
-    if let Some(metadata) = &change.metadata {
-        after.metadata = metadata.clone();
-    }
-    if let Some(archived_at) = change.archived_at {
-        after.archived_at = archived_at;
-    }
-    after.updated_at = updated_at;
+    let after = change.applied_to(&before, updated_at);
 
     let (was_live, is_live) = (before.archived_at.is_none(), after.archived_at.is_none());
     let text_changed = before.content != after.content || before.tags != after.tags;
@@ -344,12 +322,12 @@ pub(crate) async fn update_memory_row(
             &json_value(&after.tags),
             &json_value(&after.metadata),
             &after.archived_at.map(Timestamp::as_millis),
-            &updated_at.as_millis(),
+            &after.updated_at.as_millis(),
             &doc_tokens,
         ],
     )
     .await?;
-    audit::append(tx, audit, updated_at, id, Some(&before), Some(&after)).await?;
+    audit::append(tx, audit, after.updated_at, id, Some(&before), Some(&after)).await?;
     Ok(Some((before, after, counts)))
 }
 

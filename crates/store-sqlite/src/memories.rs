@@ -463,9 +463,16 @@ impl MemoryStore for SqliteStore {
                 let audit = Audit { actor: &actor, action: &action };
                 let mut erased = Vec::new();
                 let mut live = 0;
+                // A live memory's words leave the full-text index's segments with it.
+                fts_secure_delete(tx, true)?;
+                // Earlier versions of a memory (the text before an edit, a memory archived)
+                // left the index as delete markers over the segments that hold their words.
+                let mut markers = false;
                 for id in &ids {
                     let Some(memory) = read_memory(tx, id)? else { continue };
                     live -= i64::from(memory.archived_at.is_none());
+                    markers |=
+                        memory.archived_at.is_some() || memory.updated_at > memory.created_at;
                     // The FTS trigger removes a live memory's entry; vectors cascade.
                     tx.prepare_cached("DELETE FROM memories WHERE id = ?1")
                         .map_err(sql)?
@@ -476,6 +483,17 @@ impl MemoryStore for SqliteStore {
                     }
                     audit::append(tx, &audit, at, id, None, None)?;
                     erased.push(id.clone());
+                }
+                fts_secure_delete(tx, false)?;
+                if markers {
+                    // Rewrites the index without what the markers delete: no word of an
+                    // erased memory's earlier versions stays in the file.
+                    tx.prepare_cached(
+                        "INSERT INTO memories_fts (memories_fts) VALUES ('optimize')",
+                    )
+                    .map_err(sql)?
+                    .execute([])
+                    .map_err(sql)?;
                 }
                 // The per-task recall log has no index by memory (each pack would pay for it, and
                 // the steady pack's p99 rose by 2 ms with one): one pass over it for them all.
@@ -540,4 +558,13 @@ impl MemoryStore for SqliteStore {
         })
         .await
     }
+}
+
+/// FTS5's secure-delete on or off for the rest of the transaction (see migration 18).
+fn fts_secure_delete(tx: &rusqlite::Transaction<'_>, on: bool) -> Result<()> {
+    tx.prepare_cached("INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', ?1)")
+        .map_err(sql)?
+        .execute([i64::from(on)])
+        .map_err(sql)?;
+    Ok(())
 }

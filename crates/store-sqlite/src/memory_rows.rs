@@ -1,7 +1,7 @@
 //! Writing and reading a memory's rows inside a transaction: inserts (a batch in one
 //! statement), changes with their audit entries, and reads by id.
 
-use cairn_store::{Audit, MemoryChange, Result, StoreError};
+use cairn_store::{Audit, MemoryChange, Result};
 use cairn_types::{Memory, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -144,32 +144,24 @@ pub(crate) fn update_memory_row(
     audit: &Audit<'_>,
 ) -> Result<Option<(Memory, Memory)>> {
     let Some(before) = read_memory(tx, id)? else { return Ok(None) };
-    // Every change moves `updatedAt` forward, even two in one millisecond, so it identifies
-    // the version a reader saw (guarded changes and the embedding worker rely on it).
-    let updated_at = updated_at.max(Timestamp::from_millis(before.updated_at.as_millis() + 1));
+    let after = change.applied_to(&before, updated_at);
     tx.prepare_cached(
-        "UPDATE memories SET content = coalesce(?2, content), scope = coalesce(?3, scope), \
-         status = coalesce(?4, status), tags = coalesce(?5, tags), \
-         metadata = coalesce(?6, metadata), \
-         archived_at = CASE WHEN ?7 THEN ?8 ELSE archived_at END, updated_at = ?9 \
-         WHERE id = ?1",
+        "UPDATE memories SET content = ?2, scope = ?3, status = ?4, tags = ?5, metadata = ?6, \
+         archived_at = ?7, updated_at = ?8 WHERE id = ?1",
     )
     .map_err(sql)?
     .execute(params![
         id,
-        change.content,
-        change.scope.map(|scope| scope.as_str()),
-        change.status.map(|status| status.as_str()),
-        change.tags.as_ref().map(json_text),
-        change.metadata.as_ref().map(json_text),
-        change.archived_at.is_some(),
-        change.archived_at.flatten().map(Timestamp::as_millis),
-        updated_at.as_millis(),
+        after.content,
+        after.scope.as_str(),
+        after.status.as_str(),
+        json_text(&after.tags),
+        json_text(&after.metadata),
+        after.archived_at.map(Timestamp::as_millis),
+        after.updated_at.as_millis(),
     ])
     .map_err(sql)?;
-    let after =
-        read_memory(tx, id)?.ok_or_else(|| StoreError::Corrupt(format!("{id} vanished")))?;
-    audit::append(tx, audit, updated_at, id, Some(&before), Some(&after))?;
+    audit::append(tx, audit, after.updated_at, id, Some(&before), Some(&after))?;
     Ok(Some((before, after)))
 }
 

@@ -373,6 +373,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         SELECT new.rowid, new.content, new.tags WHERE new.archived_at IS NULL;
     END;
     "#,
+    // 18: secure-delete is on only while an erasure runs (see `erase_memories`). Always on,
+    // every delete from the full-text index (an archive, an edit, each of a dream cycle's
+    // merges) walked the doclists of the memory's words to take its entries out: a common
+    // word's list grows with the corpus, so the dream cycle grew with its square (13.4 s of
+    // merges at 100,000 memories). Off, a delete is a marker that merges fold in later, and
+    // an erasure folds them in at once where an erased memory may have left any.
+    r#"
+    INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 0);
+    "#,
 ];
 
 /// Applies every migration above the database's version, each in its own transaction.

@@ -124,6 +124,35 @@ pub struct MemoryChange {
     pub archived_at: Option<Option<Timestamp>>,
 }
 
+impl MemoryChange {
+    /// The memory `before` becomes with this change at `at`, as every backend stores it.
+    /// `updatedAt` moves forward even for two changes in one millisecond, so it identifies
+    /// the version a reader saw (guarded changes and the embedding worker rely on it).
+    pub fn applied_to(&self, before: &Memory, at: Timestamp) -> Memory {
+        let mut after = before.clone();
+        if let Some(content) = &self.content {
+            after.content = content.clone();
+        }
+        if let Some(scope) = self.scope {
+            after.scope = scope;
+        }
+        if let Some(status) = self.status {
+            after.status = status;
+        }
+        if let Some(tags) = &self.tags {
+            after.tags = tags.clone();
+        }
+        if let Some(metadata) = &self.metadata {
+            after.metadata = metadata.clone();
+        }
+        if let Some(archived_at) = self.archived_at {
+            after.archived_at = archived_at;
+        }
+        after.updated_at = at.max(Timestamp::from_millis(before.updated_at.as_millis() + 1));
+        after
+    }
+}
+
 /// A memory's version as a reader saw it: a guarded change applies only while it is the same.
 /// Every change moves `updatedAt`; a recall moves `lastRecalledAt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
