@@ -4,55 +4,31 @@
 //! prior knowledge beside HTTP/1 (however the first bytes arrive), and graceful shutdown,
 //! which lets a request in flight finish before `serve` returns.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use cairn_api::{ApiConfig, MemoryApi};
-use cairn_memory::Engine;
-use cairn_runtime::{HandlerOptions, Runtime, RuntimeError, RuntimeEvent};
-use cairn_server::{MemoryAuthorize, RUNTIME_BASE_PATH, ServerConfig, Services, serve};
+use cairn_api::ApiConfig;
+use cairn_runtime::{Runtime, RuntimeError, RuntimeEvent};
+use cairn_server::{RUNTIME_BASE_PATH, ServerConfig};
 use http_body_util::{BodyExt as _, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+
+mod support;
+
+use support::Daemon;
 
 /// A solo-profile daemon (no credentials needed on loopback) on a port of its own.
-struct Daemon {
-    address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<std::io::Result<()>>,
-    _directory: tempfile::TempDir,
-}
-
 async fn daemon(config: ServerConfig) -> Daemon {
     daemon_with(config, None).await
 }
 
 /// [`daemon`] with a conversation runtime of its own at [`RUNTIME_BASE_PATH`].
 async fn daemon_with(config: ServerConfig, runtime: Option<Arc<dyn Runtime>>) -> Daemon {
-    let directory = tempfile::tempdir().unwrap();
-    let store =
-        Arc::new(cairn_store_sqlite::SqliteStore::open(&directory.path().join("c.db")).unwrap());
-    let memory = MemoryApi::new(Engine::new(store), ApiConfig::default());
-    let runtime = runtime.map(|runtime| {
-        HandlerOptions::new(runtime)
-            .base_path(RUNTIME_BASE_PATH)
-            .authorize(MemoryAuthorize { memory: memory.clone(), trusted_origins: Vec::new() })
-            .build()
-            .unwrap()
-    });
-    let services = Services { memory, runtime, mcp: None, metrics: None };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(serve(listener, services, config, async {
-        let _ = stopped.await;
-    }));
-    Daemon { address, stop: Some(stop), served, _directory: directory }
+    support::start(ApiConfig::default(), runtime, config).await
 }
 
 /// Reads one HTTP/1.1 response with a `Content-Length` body: its status, headers and body.

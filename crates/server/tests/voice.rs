@@ -8,17 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cairn_api::{ApiConfig, AuthConfig, MemoryApi, Profile};
-use cairn_memory::Engine;
+use cairn_api::{ApiConfig, AuthConfig, Profile};
 use cairn_runtime::{
-    HandlerOptions, Runtime, RuntimeError, RuntimeEvent, VOICE_PROTOCOL, VoiceClientEvent,
-    VoiceSession, VoiceSocketIo, server_event,
+    Runtime, RuntimeError, RuntimeEvent, VOICE_PROTOCOL, VoiceClientEvent, VoiceSession,
+    VoiceSocketIo, server_event,
 };
-use cairn_server::{MemoryAuthorize, RUNTIME_BASE_PATH, ServerConfig, Services, serve};
+use cairn_server::{RUNTIME_BASE_PATH, ServerConfig};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
@@ -65,35 +63,15 @@ impl VoiceSession for Echo {
     }
 }
 
+mod support;
+
 /// A daemon in the production profile (every request needs credentials, and none exist)
-/// whose runtime takes `tokens`; answers its address and the sender that stops it.
-async fn daemon(
-    tokens: &[&str],
-    config: ServerConfig,
-) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<std::io::Result<()>>) {
-    let directory = tempfile::tempdir().unwrap();
-    let store =
-        Arc::new(cairn_store_sqlite::SqliteStore::open(&directory.path().join("c.db")).unwrap());
+/// whose runtime takes `tokens`.
+async fn daemon(tokens: &[&str], config: ServerConfig) -> support::Daemon {
     let auth = AuthConfig { profile: Profile::Production, jwt: None };
-    let memory = MemoryApi::new(Engine::new(store), ApiConfig { auth, ..ApiConfig::default() });
     let runtime = Tokens(Mutex::new(tokens.iter().map(|token| token.to_string()).collect()));
-    let runtime = HandlerOptions::new(Arc::new(runtime))
-        .base_path(RUNTIME_BASE_PATH)
-        .authorize(MemoryAuthorize { memory: memory.clone(), trusted_origins: Vec::new() })
-        .build()
-        .unwrap();
-    let services = Services { memory, runtime: Some(runtime), mcp: None, metrics: None };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(async move {
-        let _directory = directory;
-        serve(listener, services, config, async {
-            let _ = stopped.await;
-        })
+    support::start(ApiConfig { auth, ..ApiConfig::default() }, Some(Arc::new(runtime)), config)
         .await
-    });
-    (address, stop, served)
 }
 
 async fn connect(address: SocketAddr, token: &str) -> Result<Socket, WsError> {
@@ -130,7 +108,8 @@ async fn status_of(address: SocketAddr, path: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_socket_needs_its_token_and_no_api_key() {
-    let (address, _stop, _served) = daemon(&["vst_a"], ServerConfig::default()).await;
+    let running = daemon(&["vst_a"], ServerConfig::default()).await;
+    let address = running.address;
     // Everything else needs credentials in this profile.
     assert_eq!(status_of(address, &format!("{RUNTIME_BASE_PATH}/conversations")).await, 401);
 
@@ -147,7 +126,8 @@ async fn the_socket_needs_its_token_and_no_api_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_socket_holds_its_connection_slot() {
     let config = ServerConfig { max_connections_per_address: 1, ..ServerConfig::default() };
-    let (address, _stop, _served) = daemon(&["vst_a", "vst_b"], config).await;
+    let running = daemon(&["vst_a", "vst_b"], config).await;
+    let address = running.address;
     let mut socket = connect(address, "vst_a").await.unwrap();
     assert_eq!(next_event(&mut socket).await["type"], "session.created");
     // The socket's HTTP connection is over, but the socket still counts as a connection.
@@ -168,10 +148,10 @@ async fn an_open_socket_holds_its_connection_slot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_sockets_with_1001_and_waits_for_them() {
-    let (address, stop, served) = daemon(&["vst_a"], ServerConfig::default()).await;
-    let mut socket = connect(address, "vst_a").await.unwrap();
+    let mut daemon = daemon(&["vst_a"], ServerConfig::default()).await;
+    let mut socket = connect(daemon.address, "vst_a").await.unwrap();
     assert_eq!(next_event(&mut socket).await["type"], "session.created");
-    stop.send(()).unwrap();
+    daemon.stop.take().unwrap().send(()).unwrap();
     let mut close = None;
     // Reading on answers the close frame, as any client does.
     while let Ok(Some(message)) = tokio::time::timeout(Duration::from_secs(10), socket.next()).await
@@ -183,6 +163,6 @@ async fn shutdown_closes_sockets_with_1001_and_waits_for_them() {
         }
     }
     assert_eq!(close, Some(CloseCode::Away));
-    let served = tokio::time::timeout(Duration::from_secs(5), served).await;
+    let served = tokio::time::timeout(Duration::from_secs(5), daemon.served).await;
     assert!(served.expect("serve returns once the socket closed").unwrap().is_ok());
 }
