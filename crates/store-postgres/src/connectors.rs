@@ -73,18 +73,8 @@ impl ConnectorStore for PgStore {
     }
 
     async fn list_connectors(&self) -> Result<Vec<Connector>> {
-        self.read((), |_, client, ()| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    &format!("SELECT {CONNECTOR_COLUMNS} FROM connectors ORDER BY pk"),
-                    &[],
-                )
-                .await?;
-                rows.iter().map(connector_from_row).collect()
-            })
-        })
-        .await
+        let sql = format!("SELECT {CONNECTOR_COLUMNS} FROM connectors ORDER BY pk");
+        self.select(sql, Vec::new(), connector_from_row).await
     }
 
     async fn get_connector(&self, id: &str) -> Result<Option<Connector>> {

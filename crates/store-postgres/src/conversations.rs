@@ -21,6 +21,7 @@ use postgres_types::ToSql;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
+use crate::rows::{Owned, first_text};
 use crate::{PgStore, pg};
 
 const CONVERSATION_COLUMNS: &str =
@@ -424,21 +425,10 @@ impl ConversationStore for PgStore {
     }
 
     async fn conversations_with_contact(&self, kind: &str, address: &str) -> Result<Vec<String>> {
-        self.read((kind.to_owned(), address.to_owned()), |_, client, (kind, address)| {
-            Box::pin(async move {
-                let statement = client
-                    .prepare_cached(
-                        "SELECT id FROM conversations \
-                         WHERE channel->>'type' = $1 AND channel->>'id' = $2 \
-                         ORDER BY created_at, id",
-                    )
-                    .await
-                    .map_err(pg)?;
-                let rows = client.query(&statement, &[kind, address]).await.map_err(pg)?;
-                Ok(rows.iter().map(|row| row.get(0)).collect())
-            })
-        })
-        .await
+        let sql = "SELECT id FROM conversations \
+                   WHERE channel->>'type' = $1 AND channel->>'id' = $2 ORDER BY created_at, id";
+        let params: Owned = vec![Box::new(kind.to_owned()), Box::new(address.to_owned())];
+        self.select(sql.to_owned(), params, first_text).await
     }
 
     async fn conversations_mentioning(&self, text: &str) -> Result<Vec<String>> {

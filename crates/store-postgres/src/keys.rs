@@ -88,19 +88,8 @@ impl KeyStore for PgStore {
     }
 
     async fn list_keys(&self) -> Result<Vec<ApiKey>> {
-        self.read((), |_, client, ()| {
-            Box::pin(async move {
-                let statement = client
-                    .prepare_cached(&format!(
-                        "SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id"
-                    ))
-                    .await
-                    .map_err(pg)?;
-                let rows = client.query(&statement, &[]).await.map_err(pg)?;
-                rows.iter().map(key_from_row).collect()
-            })
-        })
-        .await
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id");
+        self.select(sql, Vec::new(), key_from_row).await
     }
 
     async fn revoke_key(&self, id: &str, at: Timestamp) -> Result<bool> {

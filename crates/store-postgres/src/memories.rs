@@ -18,8 +18,9 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 
 use crate::rows::{
-    EVIDENCE_COLUMNS, MEMORY_COLUMNS, OUTCOME_COLUMNS, StoredMemory, evidence_from_row, execute,
-    json_value, memory_from_row, outcome_from_row, query, query_opt, stored_from_row,
+    EVIDENCE_COLUMNS, MEMORY_COLUMNS, OUTCOME_COLUMNS, Owned, StoredMemory, evidence_from_row,
+    execute, first_text, json_value, memory_from_row, outcome_from_row, query, query_opt,
+    stored_from_row,
 };
 use crate::{PgStore, Transaction, audit, lock_key, notify, search};
 use cairn_store::fulltext::Document;
@@ -740,18 +741,8 @@ impl MemoryStore for PgStore {
     }
 
     async fn recalled_for_task(&self, task_key: &str) -> Result<Vec<String>> {
-        self.read(task_key.to_owned(), |_, client, task_key| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    "SELECT memory_id FROM task_recalls WHERE task_key = $1 ORDER BY seq",
-                    &[task_key],
-                )
-                .await?;
-                Ok(rows.iter().map(|row| row.get(0)).collect())
-            })
-        })
-        .await
+        let sql = "SELECT memory_id FROM task_recalls WHERE task_key = $1 ORDER BY seq";
+        self.select(sql.to_owned(), vec![Box::new(task_key.to_owned())], first_text).await
     }
 
     async fn insert_outcome(&self, outcome: &Outcome, task_key: Option<&str>) -> Result<Outcome> {
@@ -793,38 +784,17 @@ impl MemoryStore for PgStore {
     }
 
     async fn outcomes_for_task(&self, task_key: &str) -> Result<Vec<Outcome>> {
-        self.read(task_key.to_owned(), |_, client, task_key| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    &format!(
-                        "SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE task_key = $1 ORDER BY pk"
-                    ),
-                    &[task_key],
-                )
-                .await?;
-                rows.iter().map(outcome_from_row).collect()
-            })
-        })
-        .await
+        let sql = format!("SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE task_key = $1 ORDER BY pk");
+        self.select(sql, vec![Box::new(task_key.to_owned())], outcome_from_row).await
     }
 
     async fn outcomes_for_command(&self, command: &str, limit: u32) -> Result<Vec<Outcome>> {
-        self.read(command.to_owned(), move |_, client, command| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    &format!(
-                        "SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE command = $1 \
-                         ORDER BY recorded_at DESC, pk DESC LIMIT $2"
-                    ),
-                    &[command, &i64::from(limit)],
-                )
-                .await?;
-                rows.iter().map(outcome_from_row).collect()
-            })
-        })
-        .await
+        let sql = format!(
+            "SELECT {OUTCOME_COLUMNS} FROM outcomes WHERE command = $1 \
+             ORDER BY recorded_at DESC, pk DESC LIMIT $2"
+        );
+        let params: Owned = vec![Box::new(command.to_owned()), Box::new(i64::from(limit))];
+        self.select(sql, params, outcome_from_row).await
     }
 
     async fn insert_evidence(&self, evidence: &PatchEvidence, task_key: &str) -> Result<()> {
@@ -853,20 +823,9 @@ impl MemoryStore for PgStore {
     }
 
     async fn evidence_for_task(&self, task_key: &str) -> Result<Vec<PatchEvidence>> {
-        self.read(task_key.to_owned(), |_, client, task_key| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    &format!(
-                        "SELECT {EVIDENCE_COLUMNS} FROM evidence WHERE task_key = $1 ORDER BY pk"
-                    ),
-                    &[task_key],
-                )
-                .await?;
-                rows.iter().map(evidence_from_row).collect()
-            })
-        })
-        .await
+        let sql =
+            format!("SELECT {EVIDENCE_COLUMNS} FROM evidence WHERE task_key = $1 ORDER BY pk");
+        self.select(sql, vec![Box::new(task_key.to_owned())], evidence_from_row).await
     }
 
     async fn get_evidence(&self, id: &str) -> Result<Option<PatchEvidence>> {
@@ -922,50 +881,24 @@ impl MemoryStore for PgStore {
     }
 
     async fn newest_repo_memories(&self, repo: &str, limit: u32) -> Result<Vec<Memory>> {
-        self.read(repo.to_owned(), move |_, client, repo| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    &format!(
-                        "SELECT {MEMORY_COLUMNS} FROM memories m \
-                         WHERE lower(m.repo) = lower($1) AND m.scope = 'repo' AND m.status = 'active' \
-                         AND m.archived_at IS NULL ORDER BY m.created_at DESC, m.pk DESC LIMIT $2"
-                    ),
-                    &[repo, &i64::from(limit)],
-                )
-                .await?;
-                rows.iter().map(memory_from_row).collect()
-            })
-        })
-        .await
+        let sql = format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories m \
+             WHERE lower(m.repo) = lower($1) AND m.scope = 'repo' AND m.status = 'active' \
+             AND m.archived_at IS NULL ORDER BY m.created_at DESC, m.pk DESC LIMIT $2"
+        );
+        let params: Owned = vec![Box::new(repo.to_owned()), Box::new(i64::from(limit))];
+        self.select(sql, params, memory_from_row).await
     }
 
     async fn memory_ids_tagged(&self, tag: &str) -> Result<Vec<String>> {
-        self.read(tag.to_owned(), |_, client, tag| {
-            Box::pin(async move {
-                // `?` on a top-level array of strings: one of its elements equals the tag.
-                let rows =
-                    query(client, "SELECT id FROM memories WHERE tags ? $1 ORDER BY pk", &[tag])
-                        .await?;
-                Ok(rows.iter().map(|row| row.get(0)).collect())
-            })
-        })
-        .await
+        // `?` on a top-level array of strings: one of its elements equals the tag.
+        let sql = "SELECT id FROM memories WHERE tags ? $1 ORDER BY pk";
+        self.select(sql.to_owned(), vec![Box::new(tag.to_owned())], first_text).await
     }
 
     async fn memory_ids_containing(&self, text: &str) -> Result<Vec<String>> {
-        self.read(text.to_lowercase(), |_, client, text| {
-            Box::pin(async move {
-                let rows = query(
-                    client,
-                    "SELECT id FROM memories WHERE strpos(lower(content), $1) > 0 ORDER BY pk",
-                    &[text],
-                )
-                .await?;
-                Ok(rows.iter().map(|row| row.get(0)).collect())
-            })
-        })
-        .await
+        let sql = "SELECT id FROM memories WHERE strpos(lower(content), $1) > 0 ORDER BY pk";
+        self.select(sql.to_owned(), vec![Box::new(text.to_lowercase())], first_text).await
     }
 }
 

@@ -37,6 +37,34 @@ pub(crate) fn filter_params(
 
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 
+/// A statement's parameters, owned, to carry into [`crate::PgStore::select`].
+pub(crate) type Owned = Vec<Box<dyn ToSql + Send + Sync>>;
+
+impl crate::PgStore {
+    /// The rows of one read-only statement, each made into a `T` by `map`, read as
+    /// [`crate::PgStore::read`] reads (again on another connection while one is found lost).
+    pub(crate) async fn select<T: Send + 'static>(
+        &self,
+        sql: String,
+        params: Owned,
+        map: fn(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        self.read((sql, params), move |_, client, (sql, params)| {
+            Box::pin(async move {
+                let params: Vec<&(dyn ToSql + Sync)> =
+                    params.iter().map(|param| &**param as &(dyn ToSql + Sync)).collect();
+                query(client, sql, &params).await?.iter().map(map).collect()
+            })
+        })
+        .await
+    }
+}
+
+/// The first column, a text.
+pub(crate) fn first_text(row: &Row) -> Result<String> {
+    row.try_get(0).map_err(pg)
+}
+
 /// Runs a statement prepared once per connection; its rows.
 pub(crate) async fn query(
     client: &(impl GenericClient + ?Sized),
