@@ -7,10 +7,11 @@ use cairn_store::{
     Audit, ConflictPlan, ConflictRecord, ConflictStore, MemoryChange, Result, Settlement,
     new_conflict_members, plan_conflict, planned_conflict, side_index,
 };
-use cairn_types::{ConflictSide, ConflictStatus, Status, Timestamp};
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use cairn_types::{ConflictSide, ConflictStatus, Memory, Status, Timestamp};
+use rusqlite::{Connection, Row, params};
 
-use crate::memory_rows::{insert_memory_row, live_change, update_memory_row};
+use crate::memory_rows::{insert_memory_row, live_change, update_memory_row, write_changed};
+use crate::rows::{MEMORY_COLUMNS, memory_from_row};
 use crate::{SqliteStore, StoreError, sql};
 
 const COLUMNS: &str = "id, subject, repo, reason, status, detected_at, resolution, resolved_at";
@@ -101,41 +102,46 @@ fn plan(connection: &Connection, found: &ConflictRecord) -> Result<ConflictPlan>
     Ok(plan_conflict(found, new, open.into_iter().next()))
 }
 
-fn add_member(
+/// Adds `members` (memory, side, label) to the conflict `conflict_id`, in one statement.
+fn add_members(
     tx: &rusqlite::Transaction<'_>,
     conflict_id: &str,
-    memory_id: &str,
-    side: usize,
-    label: &str,
+    members: &[(&str, usize, &str)],
 ) -> Result<()> {
+    let members = serde_json::to_string(members).map_err(StoreError::backend)?;
     tx.prepare_cached(
-        "INSERT INTO conflict_members (conflict_id, memory_id, side, label) VALUES (?1, ?2, ?3, ?4) \
+        "INSERT INTO conflict_members (conflict_id, memory_id, side, label) \
+         SELECT ?1, value ->> 0, value ->> 1, value ->> 2 FROM json_each(?2) WHERE true \
          ON CONFLICT DO NOTHING",
     )
     .map_err(sql)?
-    .execute(params![conflict_id, memory_id, side as i64, label])
+    .execute(params![conflict_id, members])
     .map_err(sql)?;
     Ok(())
 }
 
-/// Moves a memory of a conflict to `review` unless it is archived or there already.
+/// Moves the memories `ids` of a conflict to `review`, those not archived or there already:
+/// read in one statement, each written with its audit entry.
 fn to_review(
     tx: &rusqlite::Transaction<'_>,
-    memory_id: &str,
+    ids: &[&str],
     at: Timestamp,
     audit: &Audit<'_>,
 ) -> Result<()> {
-    let waiting: Option<bool> = tx
-        .prepare_cached(
-            "SELECT archived_at IS NULL AND status != 'review' FROM memories WHERE id = ?1",
-        )
+    let ids = serde_json::to_string(ids).map_err(StoreError::backend)?;
+    let waiting: Vec<Memory> = tx
+        .prepare_cached(&format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?1)) \
+             AND m.archived_at IS NULL AND m.status != 'review'"
+        ))
         .map_err(sql)?
-        .query_row([memory_id], |row| row.get(0))
-        .optional()
-        .map_err(sql)?;
-    if waiting == Some(true) {
-        let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
-        update_memory_row(tx, memory_id, &change, at, audit)?;
+        .query_map([ids], |row| Ok(memory_from_row(row)))
+        .map_err(sql)?
+        .map(|row| row.map_err(sql)?)
+        .collect::<Result<_>>()?;
+    let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
+    for before in &waiting {
+        write_changed(tx, before, &change.applied_to(before, at), audit)?;
     }
     Ok(())
 }
@@ -193,11 +199,15 @@ impl ConflictStore for SqliteStore {
                     }
                 };
                 let mut labels: Vec<String> = sides(tx, &id)?.into_iter().map(|s| s.label).collect();
-                for (memory_id, label) in &members {
-                    let side = side_index(&mut labels, label);
-                    add_member(tx, &id, memory_id, side, label)?;
-                    to_review(tx, memory_id, at, &audit)?;
-                }
+                let rows: Vec<(&str, usize, &str)> = members
+                    .iter()
+                    .map(|(memory_id, label)| {
+                        (memory_id.as_str(), side_index(&mut labels, label), label.as_str())
+                    })
+                    .collect();
+                add_members(tx, &id, &rows)?;
+                let ids: Vec<&str> = rows.iter().map(|(memory_id, _, _)| *memory_id).collect();
+                to_review(tx, &ids, at, &audit)?;
                 recorded.extend(select(tx, "id = ?1", [&id])?);
             }
             Ok(recorded)

@@ -145,13 +145,24 @@ pub(crate) fn update_memory_row(
 ) -> Result<Option<(Memory, Memory)>> {
     let Some(before) = read_memory(tx, id)? else { return Ok(None) };
     let after = change.applied_to(&before, updated_at);
+    write_changed(tx, &before, &after, audit)?;
+    Ok(Some((before, after)))
+}
+
+/// Stores `after` over `before` (a change [`MemoryChange::applied_to`] it), with its audit entry.
+pub(crate) fn write_changed(
+    tx: &rusqlite::Transaction<'_>,
+    before: &Memory,
+    after: &Memory,
+    audit: &Audit<'_>,
+) -> Result<()> {
     tx.prepare_cached(
         "UPDATE memories SET content = ?2, scope = ?3, status = ?4, tags = ?5, metadata = ?6, \
          archived_at = ?7, updated_at = ?8 WHERE id = ?1",
     )
     .map_err(sql)?
     .execute(params![
-        id,
+        before.id,
         after.content,
         after.scope.as_str(),
         after.status.as_str(),
@@ -161,8 +172,7 @@ pub(crate) fn update_memory_row(
         after.updated_at.as_millis(),
     ])
     .map_err(sql)?;
-    audit::append(tx, audit, after.updated_at, id, Some(&before), Some(&after))?;
-    Ok(Some((before, after)))
+    audit::append(tx, audit, after.updated_at, &before.id, Some(before), Some(after))
 }
 
 /// How a change from `before` to `after` moves the count of live memories.
