@@ -82,7 +82,9 @@ const fn for_widgets(
     role: Role,
     rate: RateClass,
 ) -> Endpoint {
-    Endpoint { method, path, operation, role, rate: Some(rate), for_widget_servers: true }
+    let mut endpoint = at(method, path, operation, role, rate);
+    endpoint.for_widget_servers = true;
+    endpoint
 }
 
 /// A route that spends no rate limit.
@@ -92,7 +94,9 @@ const fn unlimited(
     operation: Operation,
     role: Role,
 ) -> Endpoint {
-    Endpoint { method, path, operation, role, rate: None, for_widget_servers: false }
+    let mut endpoint = at(method, path, operation, role, RateClass::Read);
+    endpoint.rate = None;
+    endpoint
 }
 
 use Method as M;
