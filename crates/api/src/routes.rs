@@ -74,29 +74,18 @@ const fn at(
     Endpoint { method, path, operation, role, rate: Some(rate), for_widget_servers: false }
 }
 
-/// A route that a `runtime` key may call too (see [`Endpoint::for_widget_servers`]).
-const fn for_widgets(
-    method: Method,
-    path: &'static str,
-    operation: Operation,
-    role: Role,
-    rate: RateClass,
-) -> Endpoint {
-    let mut endpoint = at(method, path, operation, role, rate);
-    endpoint.for_widget_servers = true;
-    endpoint
-}
+impl Endpoint {
+    /// The route, which `runtime` keys may call too (see [`Endpoint::for_widget_servers`]).
+    const fn and_widget_servers(mut self) -> Endpoint {
+        self.for_widget_servers = true;
+        self
+    }
 
-/// A route that spends no rate limit.
-const fn unlimited(
-    method: Method,
-    path: &'static str,
-    operation: Operation,
-    role: Role,
-) -> Endpoint {
-    let mut endpoint = at(method, path, operation, role, RateClass::Read);
-    endpoint.rate = None;
-    endpoint
+    /// The route, spending no rate limit.
+    const fn unlimited(mut self) -> Endpoint {
+        self.rate = None;
+        self
+    }
 }
 
 use Method as M;
@@ -136,15 +125,11 @@ pub const ENDPOINTS: &[Endpoint] = &[
     at(M::GET, "/api/conflicts", O::ListConflicts, Read, C::Read),
     at(M::POST, "/api/conflicts/{id}/resolve", O::ResolveConflict, Admin, C::Write),
     at(M::POST, "/api/erase", O::Erase, Admin, C::Write),
-    for_widgets(M::POST, "/api/conversation-tokens", O::CreateConversationToken, Write, C::Start),
-    for_widgets(
-        M::DELETE,
-        "/api/conversation-tokens/{id}",
-        O::RevokeConversationToken,
-        Write,
-        C::Start,
-    ),
-    unlimited(M::GET, crate::HEALTH_PATH, O::Health, Read),
+    at(M::POST, "/api/conversation-tokens", O::CreateConversationToken, Write, C::Start)
+        .and_widget_servers(),
+    at(M::DELETE, "/api/conversation-tokens/{id}", O::RevokeConversationToken, Write, C::Start)
+        .and_widget_servers(),
+    at(M::GET, crate::HEALTH_PATH, O::Health, Read, C::Read).unlimited(),
     at(M::GET, "/openapi.json", O::OpenApi, Read, C::Read),
 ];
 

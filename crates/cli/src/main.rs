@@ -234,6 +234,9 @@ pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_)) {
+        return_large_blocks();
+    }
     if !matches!(cli.command, Command::Serve(_)) {
         // `cairn conflicts list | head -1`: a closed pipe ends a client quietly, as it ends
         // any Unix tool, instead of a panic on the next print. (Sockets are written with
@@ -299,3 +302,21 @@ fn main() -> ExitCode {
     });
     outcome.unwrap_or_else(|error| client::report(&error))
 }
+
+/// Keeps glibc from holding on to large freed blocks. It raises its mmap threshold (up to
+/// 32 MiB) each time a mapped block is freed, after which a 16 MiB request body or answer
+/// comes from the heap and stays in the process once freed: 16 concurrent 16 MiB batches
+/// peaked at 356–400 MB (debug build), against 270–300 MB with the threshold held at
+/// 256 KiB, where such blocks are mapped and given back when freed. Called before any
+/// thread starts.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn return_large_blocks() {
+    // SAFETY: `mallopt` only sets an allocator parameter; nothing else is running yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn return_large_blocks() {}
