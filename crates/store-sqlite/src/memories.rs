@@ -9,7 +9,7 @@ use cairn_store::{
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
-use crate::memory_rows::{live_change, read_memory, update_memory_row};
+use crate::memory_rows::{live_change, read_memory, update_memory_row, write_changed};
 use crate::rows::{
     MEMORY_COLUMN_COUNT, MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row,
     outcome_from_row,
@@ -139,19 +139,22 @@ impl MemoryStore for SqliteStore {
             let mut applied = Vec::with_capacity(groups.len());
             let mut live = 0;
             for group in &groups {
-                let mut expected = true;
+                // Each member as it is now, while it is the version the change was made for.
+                let mut current = Vec::with_capacity(group.len());
                 for guarded in group {
-                    let memory = read_memory(tx, &guarded.id)?;
-                    expected &=
-                        memory.is_some_and(|memory| Version::of(&memory) == guarded.expected);
-                }
-                if expected {
-                    for guarded in group {
-                        if let Some((before, after)) =
-                            update_memory_row(tx, &guarded.id, &guarded.change, at, &audit)?
-                        {
-                            live += live_change(&before, &after);
+                    match read_memory(tx, &guarded.id)? {
+                        Some(memory) if Version::of(&memory) == guarded.expected => {
+                            current.push(memory)
                         }
+                        _ => break,
+                    }
+                }
+                let expected = current.len() == group.len();
+                if expected {
+                    for (guarded, before) in group.iter().zip(&current) {
+                        let after = guarded.change.applied_to(before, at);
+                        write_changed(tx, before, &after, &audit)?;
+                        live += live_change(before, &after);
                     }
                 }
                 applied.push(expected);
