@@ -243,14 +243,14 @@ impl PgStore {
         } else {
             None
         };
-        let (text_index, work) = match listener {
+        let (text_index, tasks) = match listener {
             Some(_) => {
-                let (index, work) = text_index::SearchIndex::new();
+                let (index, tasks) = text_index::SearchIndex::new();
                 let hearing = index.clone();
                 feed.add(Arc::new(move |change: &ExternalChange| hearing.heard(change)));
                 let hearing = index.clone();
                 feed.on_barrier(Arc::new(move |n| hearing.heard_barrier(n)));
-                (Some(index), Some(work))
+                (Some(index), Some(tasks))
             }
             None => (None, None),
         };
@@ -277,13 +277,13 @@ impl PgStore {
             "opened the PostgreSQL store"
         );
         let store = PgStore { shared: Arc::new(shared) };
-        if let (Some(index), Some(work)) = (store.shared.text_index.clone(), work) {
+        if let (Some(index), Some(tasks)) = (store.shared.text_index.clone(), tasks) {
             let live = store
                 .read((), |_, client, ()| {
                     Box::pin(async move { memories::corpus(client).await.map(|(live, _)| live) })
                 })
                 .await?;
-            text_index::start(&store, index, work, live).await?;
+            text_index::start(&store, index, tasks, live).await?;
         }
         Ok(store)
     }

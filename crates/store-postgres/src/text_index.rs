@@ -47,7 +47,6 @@ pub(crate) struct SearchIndex {
     work: mpsc::UnboundedSender<Work>,
     /// Searches waiting for the next read barrier to be sent.
     asking: mpsc::UnboundedSender<oneshot::Sender<()>>,
-    asked: Mutex<Option<mpsc::UnboundedReceiver<oneshot::Sender<()>>>>,
     /// Barriers sent and not yet reached, by number, with their searches.
     sent: Mutex<BTreeMap<u64, Vec<oneshot::Sender<()>>>>,
 }
@@ -60,9 +59,16 @@ pub(crate) enum Work {
     Barrier(u64),
 }
 
+/// What the index's tasks (see [`start`]) take: its work, and the searches asking for a
+/// read barrier.
+pub(crate) struct Tasks {
+    work: mpsc::UnboundedReceiver<Work>,
+    asked: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+}
+
 impl SearchIndex {
-    /// A new index, and the work its task (see [`start`]) takes.
-    pub(crate) fn new() -> (Arc<SearchIndex>, mpsc::UnboundedReceiver<Work>) {
+    /// A new index, and what its tasks take.
+    pub(crate) fn new() -> (Arc<SearchIndex>, Tasks) {
         let (work, receiver) = mpsc::unbounded_channel();
         let (asking, asked) = mpsc::unbounded_channel();
         let index = SearchIndex {
@@ -70,10 +76,9 @@ impl SearchIndex {
             noted: Mutex::default(),
             work,
             asking,
-            asked: Mutex::new(Some(asked)),
             sent: Mutex::default(),
         };
-        (Arc::new(index), receiver)
+        (Arc::new(index), Tasks { work: receiver, asked })
     }
 
     /// What the listener heard of this store's read barrier `n` (on its task).
@@ -285,9 +290,10 @@ async fn build(index: &SearchIndex, client: &(impl GenericClient + ?Sized)) -> R
 pub(crate) async fn start(
     store: &crate::PgStore,
     index: Arc<SearchIndex>,
-    mut work: mpsc::UnboundedReceiver<Work>,
+    tasks: Tasks,
     live: u64,
 ) -> Result<()> {
+    let Tasks { mut work, asked } = tasks;
     if live < BUILT_AT_OPEN_BELOW {
         let client = store.client().await?;
         build(&index, &client).await?;
@@ -295,11 +301,7 @@ pub(crate) async fn start(
         let _ = index.work.send(Work::Rebuild);
     }
     let shared: Weak<crate::Shared> = Arc::downgrade(&store.shared);
-    if let Some(asked) =
-        index.asked.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
-    {
-        tokio::spawn(send_barriers(shared.clone(), Arc::downgrade(&index), asked));
-    }
+    tokio::spawn(send_barriers(shared.clone(), Arc::downgrade(&index), asked));
     let index = Arc::downgrade(&index);
     tokio::spawn(async move {
         while let Some(first) = work.recv().await {
