@@ -6,7 +6,7 @@ use http::Method;
 use cairn_types::Role;
 
 use crate::limits::RateClass;
-use cairn_http::ApiError;
+use cairn_http::{ApiError, match_path};
 
 /// Every operation of the memory API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,27 +258,6 @@ static LITERAL_ROUTES: std::sync::LazyLock<
     }
     literal
 });
-
-/// `Some(id)` when `path` fits `pattern`; the inner option is the `{id}` segment, if any.
-/// Compares the literal parts in place (no splitting: this runs for every route on every
-/// request, `GET /api/health` included).
-fn match_path<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
-    let (mut pattern, mut path, mut id) = (pattern, path, None);
-    loop {
-        // A byte search: `{` appears in patterns only as `{id}`.
-        let Some(at) = pattern.find('{') else {
-            return (pattern == path).then_some(id);
-        };
-        // `{id}` is a whole segment: what comes before it ends with `/`.
-        let rest = path.strip_prefix(&pattern[..at])?;
-        let end = rest.find('/').unwrap_or(rest.len());
-        if end == 0 {
-            return None;
-        }
-        id = Some(&rest[..end]);
-        (pattern, path) = (&pattern[at + "{id}".len()..], &rest[end..]);
-    }
-}
 
 /// The role table of docs/api.md: for each role, the routes that need it (`:id` for a
 /// segment), in [`ENDPOINTS`]' order.

@@ -2,7 +2,7 @@
 //! handler's base path with `{id}` for the conversation, and the operation), from which
 //! routing, 405s' `Allow` and the routes' labels for logs and metrics all come.
 
-use cairn_http::ApiError;
+use cairn_http::{ApiError, match_path};
 use http::Method;
 
 /// Every operation, by the seed's names.
@@ -85,7 +85,7 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<(Operation, Option<&'
     let trimmed = path.trim_matches('/');
     let mut allow: Vec<&str> = Vec::new();
     for (allowed, pattern, operation) in ROUTES {
-        let Some(id) = fits(&pattern[1..], trimmed) else { continue };
+        let Some(id) = match_path(&pattern[1..], trimmed) else { continue };
         if allowed == method {
             return Ok((*operation, id));
         }
@@ -97,21 +97,6 @@ pub fn route<'a>(method: &Method, path: &'a str) -> Result<(Operation, Option<&'
     // As HTTP lists them: reads first.
     allow.sort_by_key(|method| *method != "GET");
     Err(ApiError::method_not_allowed(method, path, &allow.join(", ")))
-}
-
-/// `Some(id)` when `path` (no slash at either end) fits `pattern`, segment by segment; the
-/// inner option is the `{id}` segment, which must not be empty.
-fn fits<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
-    let (mut patterns, mut segments) = (pattern.split('/'), path.split('/'));
-    let mut id = None;
-    loop {
-        match (patterns.next(), segments.next()) {
-            (None, None) => return Some(id),
-            (Some("{id}"), Some(segment)) if !segment.is_empty() => id = Some(segment),
-            (Some(literal), Some(segment)) if literal == segment => {}
-            _ => return None,
-        }
-    }
 }
 
 #[cfg(test)]
