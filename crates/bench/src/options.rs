@@ -43,6 +43,7 @@ OPTIONS:
                          [default: 100000; --quick: 10000]
     --rebuild-daemon     run `cargo build -p cairn-cli` first, even when the binary exists
     --keep               keep the data directory of the largest size (cairn.db) and print it
+                         (and the semantic figures' one)
     --sample N           print N synthetic memories, tasks and queries, and exit
     -h, --help           print this help
 ";

@@ -69,7 +69,7 @@ pub async fn figures(
         return;
     }
     let large = if options.quick { 10_000 } else { options.semantic_size.max(SMALL) };
-    if let Err(error) = run(report, binary, &model_dir, corpus, large, options.calls).await {
+    if let Err(error) = run(report, binary, &model_dir, corpus, large, options).await {
         report.stopped_short("semantic retrieval", &error);
     }
 }
@@ -80,8 +80,9 @@ async fn run(
     model_dir: &Path,
     corpus: &Corpus,
     large: usize,
-    calls: usize,
+    options: &crate::options::Options,
 ) -> anyhow::Result<()> {
+    let calls = options.calls;
     let dir = tempfile::Builder::new().prefix("cairn-bench-semantic-").tempdir()?;
     let models = dir.path().join("models");
     std::fs::create_dir_all(&models)?;
@@ -208,6 +209,9 @@ async fn run(
          embeds {LARGE_FRESH} new memories before its memory is read; every query is embedded \
          by the model."
     ));
+    if options.keep {
+        report.note(format!("kept the semantic data directory {}", dir.keep().display()));
+    }
     Ok(())
 }
 

@@ -625,11 +625,18 @@ impl Engine {
             }
             (RetrievalMode::Hybrid, Some(semantic)) => {
                 let k = limit as usize;
-                let (words, meaning) = tokio::join!(
-                    fulltext,
-                    semantic::nearest(semantic, store, &text, filter, repo, k)
-                );
+                // The words are matched while the query is embedded; the nearest vectors'
+                // memories that the words found already are not read again.
+                let (words, query) = tokio::join!(fulltext, semantic.embed_query(&text));
                 let words = words?;
+                let meaning = match query {
+                    Ok(query) => {
+                        semantic::nearest_to(semantic, store, &query, filter, repo, k, &words)
+                            .await
+                            .map(|meaning| (meaning, query))
+                    }
+                    Err(error) => Err(error),
+                };
                 match meaning {
                     Ok((meaning, query)) => {
                         let mut fused = semantic::hybrid(semantic, query, words, meaning).await;

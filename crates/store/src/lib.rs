@@ -576,7 +576,7 @@ pub trait VectorStore: Send + Sync {
     ) -> Result<Vec<(i64, String, Vec<f32>)>>;
 
     /// The current vectors of `model` for these memories (those that have one and are not
-    /// archived), read by id: a search re-scores its shortlist with them.
+    /// archived), read by id: a daemon takes in the vectors another one stored.
     async fn load_embeddings_of(
         &self,
         model: &str,

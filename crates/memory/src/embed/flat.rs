@@ -17,7 +17,7 @@ use lists::Lists;
 /// 150 MB at 100,000 vectors), and a search reads a quarter of the bytes. The query is
 /// quantised the same way and each admitted row scored by an integer dot product; the
 /// similarities are within about 0.002 of the exact ones (see
-/// `int8_similarities_stay_close_to_exact_ones`), so callers rank a wider shortlist exactly.
+/// `int8_similarities_stay_close_to_exact_ones`), close enough to rank by.
 /// Under 200,000 rows a search scores every admitted row; from there the rows are grouped
 /// into lists around centroids (an inverted file: `flat/lists.rs`) and a search scores the
 /// rows of the lists nearest the query only: approximate, measured in docs/retrieval.md.

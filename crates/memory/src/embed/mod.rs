@@ -184,6 +184,7 @@ fn query_threads() -> &'static rayon::ThreadPool {
 
 /// The dot product, in eight independent lanes so the compiler can vectorise it (a single
 /// running sum is a dependency chain it must keep in order).
+#[cfg(test)]
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));

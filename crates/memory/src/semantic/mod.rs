@@ -28,7 +28,7 @@ mod search;
 mod worker;
 
 pub(crate) use fusion::hybrid;
-pub(crate) use search::{candidates, nearest};
+pub(crate) use search::{candidates, nearest_to};
 use worker::{load, refresh, work};
 
 /// How much the full-text score counts in the convex combination (the semantic one 1 − it):
@@ -40,12 +40,6 @@ const BATCH: u32 = 32;
 const IDLE: Duration = Duration::from_secs(5);
 /// How many stored vectors the start reads at once, with their memories' labels.
 const LOAD_PAGE: u32 = 1_000;
-/// The index's similarities are approximate (int8 rows, within about 0.002 of the exact
-/// ones): a search for `k` takes the `2k + 16` best by them and ranks those by the exact
-/// similarity of their stored `f32` vectors, so what it returns is what an exact scan would.
-fn shortlist(k: usize) -> usize {
-    k.saturating_mul(2).saturating_add(16)
-}
 /// How many queries' vectors are kept: agents ask the same task again and again (a hook's
 /// context pack for each prompt of one task), and a query's embedding is most of a hybrid
 /// search's time (about 15 ms of the model's CPU against 2 for the rest).
@@ -68,8 +62,6 @@ const LOCK_RETRY: Duration = Duration::from_secs(5);
 /// index loaded at start is built aside and swapped in.
 pub(crate) struct Semantic {
     embedder: Arc<dyn Embedder>,
-    /// Where the exact vectors are read for the final ranking.
-    store: Arc<dyn Store>,
     index: Arc<RwLock<Box<dyn VectorIndex>>>,
     pending: AtomicU64,
     loaded: AtomicBool,
@@ -108,7 +100,6 @@ impl Semantic {
         let index: Box<dyn VectorIndex> = Box::new(FlatIndex::new(embedder.dimensions()));
         let semantic = Arc::new(Semantic {
             embedder,
-            store: store.clone(),
             index: Arc::new(RwLock::new(index)),
             pending: AtomicU64::new(0),
             loaded: AtomicBool::new(false),
@@ -198,7 +189,7 @@ impl Semantic {
     }
 
     /// The query's vector: from the cache of recent queries, or the embedder's.
-    async fn embed_query(&self, text: &str) -> Result<Arc<[f32]>> {
+    pub(crate) async fn embed_query(&self, text: &str) -> Result<Arc<[f32]>> {
         if let Some(vector) = self.queries.lock().expect("query cache lock").get(text) {
             return Ok(vector);
         }
@@ -214,9 +205,8 @@ impl Semantic {
         Ok(vector)
     }
 
-    /// The `k` vectors nearest to `query` that `filter` admits, most similar first, with
-    /// their exact similarity: the index's approximate scan picks a shortlist, which is
-    /// ranked by the stored vectors.
+    /// The `k` vectors nearest to `query` that `filter` admits, most similar first, with the
+    /// index's similarity (int8 rows: within about 0.002 of the exact one).
     async fn search(
         &self,
         query: Arc<[f32]>,
@@ -224,57 +214,19 @@ impl Semantic {
         filter: VectorFilter,
     ) -> Result<Vec<(String, f32)>> {
         let index = self.index.clone();
-        let scan = {
-            let query = query.clone();
-            move || index.read().expect("index lock").search(&query, shortlist(k), &filter)
-        };
-        let approximate = tokio::task::spawn_blocking(scan)
+        let scan = move || index.read().expect("index lock").search(&query, k, &filter);
+        tokio::task::spawn_blocking(scan)
             .await
-            .map_err(|error| Error::Embedding(format!("the vector scan failed: {error}")))?;
-        let ids: Vec<String> = approximate.iter().map(|(id, _)| id.clone()).collect();
-        let exact = self.exact_similarities(&query, &ids).await?;
-        let mut ranked: Vec<(String, f32)> = approximate
-            .into_iter()
-            .map(|(id, approximate)| {
-                let similarity = exact.get(&id).copied().unwrap_or(approximate);
-                (id, similarity)
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        ranked.truncate(k);
-        Ok(ranked)
+            .map_err(|error| Error::Embedding(format!("the vector scan failed: {error}")))
     }
 
-    /// The exact similarity to `query` of those of `ids` whose current vector is stored.
-    /// One whose memory changed since it was embedded has none (until the worker embeds it
-    /// again); the index's approximate one stands in for it.
-    async fn exact_similarities(
-        &self,
-        query: &[f32],
-        ids: &[String],
-    ) -> Result<HashMap<String, f32>> {
-        let model = self.embedder.model();
-        let vectors = self.store.load_embeddings_of(model, ids).await?;
-        Ok(vectors
-            .into_iter()
-            .filter(|(_, vector)| vector.len() == query.len())
-            .map(|(id, vector)| {
-                let similarity = crate::embed::dot(&vector, query);
-                (id, similarity)
-            })
-            .collect())
-    }
-
-    /// The similarity of each of `ids`' vectors to `query` (`None` for one not embedded yet):
-    /// exact from the stored vectors, the index's approximate one where none is stored.
+    /// The similarity of each of `ids`' vectors to `query` (`None` for one not embedded yet),
+    /// as the index has it.
     async fn similarities(&self, query: Arc<[f32]>, ids: Vec<String>) -> Result<Vec<Option<f32>>> {
-        let exact = self.exact_similarities(&query, &ids).await?;
         let index = self.index.clone();
         let read = move || {
             let index = index.read().expect("index lock");
-            ids.iter()
-                .map(|id| exact.get(id).copied().or_else(|| index.similarity(&query, id)))
-                .collect()
+            ids.iter().map(|id| index.similarity(&query, id)).collect()
         };
         tokio::task::spawn_blocking(read)
             .await

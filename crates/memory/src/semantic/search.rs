@@ -22,22 +22,26 @@ pub(crate) async fn candidates(
     repo: Option<&str>,
     k: usize,
 ) -> Result<Vec<TextMatch>> {
-    Ok(nearest(semantic, store, text, filter, repo, k).await?.0)
+    let query = semantic.embed_query(text).await?;
+    nearest_to(semantic, store, &query, filter, repo, k, &[]).await
 }
 
-/// [`candidates`], and the query's vector.
-pub(crate) async fn nearest(
+/// [`candidates`] for a query's vector. A memory among `known` (the full-text side's matches,
+/// read moments ago) is taken from there instead of read from the store again.
+pub(crate) async fn nearest_to(
     semantic: &Semantic,
     store: &dyn Store,
-    text: &str,
+    query: &Arc<[f32]>,
     filter: &MemoryFilter,
     repo: Option<&str>,
     k: usize,
-) -> Result<(Vec<TextMatch>, Arc<[f32]>)> {
-    let query = semantic.embed_query(text).await?;
+    known: &[TextMatch],
+) -> Result<Vec<TextMatch>> {
     if k == 0 {
-        return Ok((Vec::new(), query));
+        return Ok(Vec::new());
     }
+    let known: HashMap<&str, &Memory> =
+        known.iter().map(|hit| (hit.memory.id.as_str(), &hit.memory)).collect();
     let labels = VectorFilter {
         scope: filter.scope,
         status: filter.status,
@@ -50,13 +54,22 @@ pub(crate) async fn nearest(
         let exhausted = nearest.len() < asked;
         let fresh: Vec<(String, f32)> =
             nearest.into_iter().filter(|(id, _)| checked.insert(id.clone())).collect();
-        let ids: Vec<String> = fresh.iter().map(|(id, _)| id.clone()).collect();
+        let ids: Vec<String> = fresh
+            .iter()
+            .filter(|(id, _)| !known.contains_key(id.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
         let mut memories: HashMap<String, Memory> = store
             .get_memories(&ids)
             .await?
             .into_iter()
             .map(|memory| (memory.id.clone(), memory))
             .collect();
+        for (id, _) in &fresh {
+            if let Some(memory) = known.get(id.as_str()) {
+                memories.insert(id.clone(), (*memory).clone());
+            }
+        }
         let (mut gone, mut relabelled) = (Vec::new(), Vec::new());
         for (id, similarity) in fresh {
             let Some(memory) = memories.remove(&id) else {
@@ -83,7 +96,7 @@ pub(crate) async fn nearest(
     }
     found.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     found.truncate(k);
-    Ok((found, query))
+    Ok(found)
 }
 
 fn passes(memory: &Memory, filter: &MemoryFilter) -> bool {

@@ -168,7 +168,7 @@ async fn vectors_another_daemon_stored_are_taken_in_when_announced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_int8_scan_re_scored_finds_what_an_exact_scan_finds() {
+async fn the_int8_scan_finds_what_an_exact_scan_finds_but_for_near_ties() {
     use cairn_store::VectorStore as _;
 
     let directory = tempfile::tempdir().unwrap();
@@ -198,12 +198,19 @@ async fn the_int8_scan_re_scored_finds_what_an_exact_scan_finds() {
             .collect();
         exact.sort_by(|a, b| b.1.total_cmp(&a.1));
         let filter = MemoryFilter::default();
-        let (found, _) = nearest(&semantic, store.as_ref(), text, &filter, None, 10).await.unwrap();
+        let found = candidates(&semantic, store.as_ref(), text, &filter, None, 10).await.unwrap();
         let found: Vec<(String, f32)> =
             found.into_iter().map(|hit| (hit.memory.id, hit.relevance as f32)).collect();
-        for ((id, similarity), (exact_id, exact_similarity)) in found.iter().zip(&exact) {
-            assert_eq!(similarity, exact_similarity, "{text}: exact similarities");
-            assert!(id == exact_id || similarity == exact_similarity, "{text}: exact order");
+        // The int8 rows' similarities are within about 0.002 of the exact ones, so a hit may
+        // trade places only with one that close to it.
+        let exact_of: HashMap<&str, f32> =
+            exact.iter().map(|(id, similarity)| (id.as_str(), *similarity)).collect();
+        for ((id, similarity), (_, exact_similarity)) in found.iter().zip(&exact) {
+            assert!(
+                (similarity - exact_of[id.as_str()]).abs() < 0.004,
+                "{text}: {id}'s similarity"
+            );
+            assert!((similarity - exact_similarity).abs() < 0.008, "{text}: the exact order");
         }
         assert_eq!(found.len(), 10);
     }
