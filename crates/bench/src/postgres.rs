@@ -759,7 +759,7 @@ async fn sse_delivery(a: &Daemon, b: &Daemon, plan: &Plan) -> anyhow::Result<Sse
 }
 
 /// Waits (up to five minutes) until `ready` says the full-text index is built; how long.
-async fn fulltext_ready(ready: impl Fn() -> bool) -> anyhow::Result<Duration> {
+pub(crate) async fn fulltext_ready(ready: impl Fn() -> bool) -> anyhow::Result<Duration> {
     let started = Instant::now();
     while !ready() {
         anyhow::ensure!(

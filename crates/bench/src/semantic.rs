@@ -143,6 +143,9 @@ async fn run(
         let engine = Engine::new(store).with_embedder(model.clone());
         engine.embeddings_settled().await?;
         anyhow::ensure!(engine.embeddings_pending() == 0, "memories are still waiting for vectors");
+        // Steady state, as the other figures: the full-text index the store builds after
+        // it opens is ready (until then FTS5 answers, slower, beside the build).
+        crate::postgres::fulltext_ready(|| engine.fulltext_index() == "ready").await?;
         let context = inproc::context(&engine, corpus, &mut rng, WARM_UP, calls).await?;
         let lat = &context.latencies;
         let context_budget =
