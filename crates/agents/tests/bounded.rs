@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use cairn_agents::llm::ChatConfig;
 use cairn_agents::{DefaultRuntime, RuntimeConfig};
 use cairn_runtime::{
@@ -25,7 +24,6 @@ use serde_json::{Value, json};
 #[derive(Default)]
 struct RowCounter(AtomicU64);
 
-#[async_trait]
 impl Hooks for RowCounter {
     fn rows_read(&self, rows: usize) {
         self.0.fetch_add(rows as u64, Ordering::SeqCst);
