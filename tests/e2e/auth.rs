@@ -2,8 +2,9 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use cairn_test_support::column;
 use hyper::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use std::process::Command;
 
@@ -79,12 +80,7 @@ async fn api_keys_authenticate_and_roles_authorize() {
         .request_with(Method::GET, "/api/governance/audit", Body::None, &[("x-api-key", &admin)])
         .await;
     assert_eq!(by_admin.status, 200);
-    let actors: Vec<&str> = by_admin.body["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["actor"].as_str().unwrap())
-        .collect();
+    let actors: Vec<&str> = column(&by_admin.body["entries"], "actor", Value::as_str);
     assert!(
         actors.iter().all(|actor| actor.starts_with("key:key_")),
         "the audit log names the key: {actors:?}"

@@ -1,7 +1,8 @@
 //! Governance and evidence packs: the audit log, the review queue, evidence for a task.
 
+use cairn_test_support::column;
 use hyper::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::util::{Body, Daemon};
 
@@ -51,12 +52,7 @@ async fn the_review_queue_takes_decisions() {
     }
     let queue = daemon.get("/api/governance/review").await;
     assert_eq!(queue.body["total"], 2);
-    let queued: Vec<&str> = queue.body["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
+    let queued: Vec<&str> = column(&queue.body["memories"], "id", Value::as_str);
     assert_eq!(queued, [second.as_str(), first.as_str()]);
 
     let approved = daemon
@@ -120,12 +116,7 @@ async fn evidence_packs_gather_a_task() {
     assert_eq!(pack.body["task"], "fix invoice rounding");
     assert_eq!(pack.body["evidence"], json!([evidence.body]));
     assert_eq!(pack.body["memories"][0]["id"], memory.as_str());
-    let exit_codes: Vec<i64> = pack.body["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["exitCode"].as_i64().unwrap())
-        .collect();
+    let exit_codes: Vec<i64> = column(&pack.body["outcomes"], "exitCode", Value::as_i64);
     assert_eq!(exit_codes, [101, 0]);
 
     let markdown = daemon

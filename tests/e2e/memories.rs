@@ -1,8 +1,9 @@
 //! Memories: create, read, list with filters and pages, change, archive and restore, and
 //! every kind of bad input.
 
+use cairn_test_support::column;
 use hyper::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::util::{Body, Daemon};
 
@@ -53,12 +54,7 @@ async fn lists_page_and_filter() {
         (all.body["total"].as_u64(), all.body["limit"].as_u64(), all.body["offset"].as_u64()),
         (Some(7), Some(50), Some(0))
     );
-    let listed: Vec<&str> = all.body["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
+    let listed: Vec<&str> = column(&all.body["memories"], "id", Value::as_str);
     let newest_first: Vec<&str> = ids.iter().rev().map(String::as_str).collect();
     assert_eq!(listed, newest_first);
     assert!(
@@ -69,12 +65,7 @@ async fn lists_page_and_filter() {
     let page = daemon.get("/api/memories?limit=2&offset=2").await;
     assert_eq!(page.body["total"], 7);
     assert_eq!((page.body["limit"].as_u64(), page.body["offset"].as_u64()), (Some(2), Some(2)));
-    let page_ids: Vec<&str> = page.body["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
+    let page_ids: Vec<&str> = column(&page.body["memories"], "id", Value::as_str);
     assert_eq!(page_ids, newest_first[2..4]);
 
     let clamped = daemon.get("/api/memories?limit=100000").await;

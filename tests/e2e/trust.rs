@@ -6,7 +6,8 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use cairn_test_support::column;
+use serde_json::{Value, json};
 
 use crate::util::{Daemon, create_key, opened_prompt, run_cairn};
 
@@ -128,12 +129,7 @@ async fn conversations_list_by_creation_whatever_their_ids() {
     let last = create(json!({})).await;
 
     let everything = daemon.get("/api/runtime/conversations").await;
-    let ids: Vec<&str> = everything.body["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
+    let ids: Vec<&str> = column(&everything.body["conversations"], "id", Value::as_str);
     assert_eq!(ids, [last.as_str(), chosen.as_str(), first.as_str()], "newest first");
 
     // Pages of one, forward with `after`, never skip or repeat.
@@ -340,12 +336,7 @@ async fn a_review_decision_on_one_side_settles_its_conflict() {
     let open = daemon.get("/api/conflicts").await;
     assert_eq!(open.body["conflicts"], json!([]), "{open:?}");
     let resolved = daemon.get("/api/conflicts?status=resolved").await;
-    let resolutions: Vec<&str> = resolved.body["conflicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|conflict| conflict["resolution"].as_str().unwrap())
-        .collect();
+    let resolutions: Vec<&str> = column(&resolved.body["conflicts"], "resolution", Value::as_str);
     assert!(resolutions.contains(&format!("keep {pnpm}").as_str()), "{resolutions:?}");
     assert!(resolutions.contains(&format!("keep {spaces}").as_str()), "{resolutions:?}");
     assert_eq!(daemon.get("/api/governance/review").await.body["total"], 0);

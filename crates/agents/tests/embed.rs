@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use cairn_runtime::HandlerOptions;
-use cairn_test_support::loopback;
+use cairn_test_support::{column, loopback};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -62,12 +62,7 @@ async fn the_runtime_serves_beside_the_applications_routes() {
     assert!(!sent.json["text"].as_str().unwrap().is_empty());
     let path = format!("/chat/conversations/{id}/events");
     let events = call(&base, "GET", &path, Some("ada"), Value::Null).await;
-    let offsets: Vec<u64> = events.json["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|event| event["offset"].as_u64().unwrap())
-        .collect();
+    let offsets: Vec<u64> = column(&events.json["events"], "offset", Value::as_u64);
     assert!(offsets.len() >= 3, "{}", events.text);
     assert_eq!(offsets, (0..offsets.len() as u64).collect::<Vec<_>>());
 

@@ -9,6 +9,7 @@ mod example;
 use std::time::Duration;
 
 use bytes::Bytes;
+use cairn_test_support::column;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -100,12 +101,7 @@ async fn a_runtime_of_ones_own_serves_beside_the_applications_routes() {
 
     let events =
         call(request("GET", format!("{base}/faq/conversations/{id}/events")), Value::Null).await;
-    let kinds: Vec<&str> = events.json["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].as_str().unwrap())
-        .collect();
+    let kinds: Vec<&str> = column(&events.json["events"], "type", Value::as_str);
     assert_eq!(kinds, ["conversation.created", "message", "message"]);
     let after = call(
         request("GET", format!("{base}/faq/conversations/{id}/events?afterOffset=1")),

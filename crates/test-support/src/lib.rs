@@ -25,3 +25,18 @@ pub fn free_port() -> u16 {
 pub fn unused_url() -> String {
     format!("http://127.0.0.1:{}", free_port())
 }
+
+/// One field of every object in a JSON array, read with `get` (`Value::as_str`,
+/// `Value::as_u64`, ...): `column(&body["memories"], "id", Value::as_str)`. Panics, naming
+/// the field, when `array` is not an array or an item lacks the field or has another type.
+pub fn column<'a, T>(
+    array: &'a serde_json::Value,
+    field: &str,
+    get: impl Fn(&'a serde_json::Value) -> Option<T>,
+) -> Vec<T> {
+    let items = array.as_array().unwrap_or_else(|| panic!("an array, not {array}"));
+    items
+        .iter()
+        .map(|item| get(&item[field]).unwrap_or_else(|| panic!("`{field}` of {item}")))
+        .collect()
+}

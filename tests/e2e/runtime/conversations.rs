@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use cairn_test_support::column;
 use hyper::Method;
 use serde_json::{Value, json};
 
@@ -108,12 +109,7 @@ async fn conversations_are_created_and_listed_with_lossless_cursors() {
     assert_eq!(walked.iter().cloned().collect::<BTreeSet<_>>(), all);
     let whole = daemon.get(&path("/conversations?limit=200")).await;
     assert_eq!(walked, ids_of(&whole.body["conversations"]), "one order across pages");
-    let created: Vec<&str> = whole.body["conversations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|conversation| conversation["createdAt"].as_str().unwrap())
-        .collect();
+    let created: Vec<&str> = column(&whole.body["conversations"], "createdAt", Value::as_str);
     assert!(created.windows(2).all(|pair| pair[0] >= pair[1]), "newest first: {created:?}");
     assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
 
