@@ -65,8 +65,7 @@ async fn a_batch_is_stored_whole_or_not_at_all_on_sqlite() {
 
 #[tokio::test]
 async fn a_batch_is_stored_whole_or_not_at_all_on_postgres() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let daemon = Daemon::start_with(&["--database-url", &url, "--embedder", "none"], &[]);
     a_batch_is_stored_whole_or_not_at_all(&daemon).await;
 }

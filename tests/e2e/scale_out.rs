@@ -18,8 +18,7 @@ use crate::util::{Body, Daemon, Reply};
 
 /// A cluster with one fresh database.
 fn database() -> (TestCluster, String) {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (cluster, url) = TestCluster::with_database();
     (cluster, url)
 }
 

@@ -113,8 +113,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keys_are_kept_in_the_database_the_url_names_else_in_the_data_directory() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (_cluster, url) = TestCluster::with_database();
         let dir = tempfile::tempdir().unwrap();
         let create = |url: Option<&str>, name: &str| KeysCommand::Create {
             role: "admin".to_owned(),

@@ -289,8 +289,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_solo_daemons_data_moves_to_postgres_and_the_copy_is_verified() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (cluster, url) = TestCluster::with_database();
         let dir = tempfile::tempdir().unwrap();
         let sqlite =
             Arc::new(cairn_store_sqlite::SqliteStore::open(&dir.path().join("cairn.db")).unwrap());

@@ -643,8 +643,7 @@ pub(crate) mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn daemons_on_one_database_wake_each_others_streams_and_share_step_locks() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (cluster, url) = TestCluster::with_database();
         let dir = tempfile::tempdir().unwrap();
         let args = store_args(dir.path(), Some(&url));
         let ((a, _), (b, b_store)) = (daemon(&args).await, daemon(&args).await);
@@ -736,8 +735,7 @@ pub(crate) mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn engines_on_one_database_decide_one_at_a_time_and_share_one_embedder() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (cluster, url) = TestCluster::with_database();
         let dir = tempfile::tempdir().unwrap();
         let args = store_args(dir.path(), Some(&url));
         let ((a, _), (b, b_store)) = (engine(&args).await, engine(&args).await);

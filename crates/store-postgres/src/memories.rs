@@ -914,8 +914,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_store_passes_the_conformance_suite() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (_cluster, url) = TestCluster::with_database();
         let mut n = 0;
         cairn_store::conformance::run(|| {
             n += 1;
@@ -927,8 +926,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_connectors_pass_the_conformance_checks() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (_cluster, url) = TestCluster::with_database();
         let mut n = 0;
         cairn_store::conformance::run_connectors(|| {
             n += 1;

@@ -53,8 +53,7 @@ async fn assert_gapless(store: &PgStore, id: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_passes_the_conversation_conformance_suite() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let mut n = 0;
     cairn_store::conformance::run_conversations(|| {
         n += 1;
@@ -73,8 +72,7 @@ async fn two(url: &str, schema: &str) -> (Arc<dyn Store>, Arc<dyn Store>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_on_one_database_behave_as_one() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let mut n = 0;
     cairn_store::conformance::run_shared(|| {
         n += 1;
@@ -116,8 +114,7 @@ async fn keys_and_tokens_are_found_by_hash_until_revoked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_opening_at_once_migrate_once() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (cluster, url) = TestCluster::with_database();
     let database = url.rsplit('/').next().unwrap().to_owned();
     let opens: Vec<_> = (0..8)
         .map(|_| {
@@ -143,8 +140,7 @@ async fn stores_opening_at_once_migrate_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_migration_refuses_to_start_and_a_newer_one_is_tolerated() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (cluster, url) = TestCluster::with_database();
     let database = url.rsplit('/').next().unwrap().to_owned();
     drop(open(&url, "public").await);
 
@@ -161,8 +157,7 @@ async fn a_changed_migration_refuses_to_start_and_a_newer_one_is_tolerated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_through_two_stores_get_offsets_in_commit_order() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let (a, b) = (open(&url, "public").await, open(&url, "public").await);
     let id = conversation(&a).await;
     let mut tasks = Vec::new();
@@ -243,8 +238,7 @@ fn heard_append(heard: &Mutex<Vec<ExternalChange>>, id: &str, next: u64) -> bool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_recovers_from_dropped_connections_by_itself() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (cluster, url) = TestCluster::with_database();
     let (a, b) = (open(&url, "public").await, open(&url, "public").await);
     let heard = recorder(&a);
     let id = conversation(&b).await;
@@ -280,8 +274,7 @@ async fn a_store_recovers_from_dropped_connections_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_carries_on_after_the_server_restarts() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (cluster, url) = TestCluster::with_database();
     let (a, b) = (open(&url, "public").await, open(&url, "public").await);
     let heard = recorder(&a);
     let id = conversation(&a).await;
@@ -434,8 +427,7 @@ async fn packs_recalling_overlapping_memories_at_once_queue_without_deadlock() {
 /// find them, and recalls go on from there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recall_counts_of_an_earlier_release_are_kept() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (cluster, url) = TestCluster::with_database();
     let database = url.rsplit('/').next().unwrap().to_owned();
     {
         let (mut client, connection) =
@@ -463,8 +455,7 @@ async fn recall_counts_of_an_earlier_release_are_kept() {
 /// conversation created again with its id starts empty and takes appends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_erasure_racing_an_append_leaves_nothing_behind() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let store = open(&url, "public").await;
     let conversation = sample_conversation("agent-a", 1_000);
     let snapshot = Snapshot::empty(&conversation);
@@ -516,8 +507,7 @@ async fn an_erasure_racing_an_append_leaves_nothing_behind() {
 /// store, and released with the guard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_locks_are_held_at_once_without_a_connection_each() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let (a, b) = (open(&url, "public").await, open(&url, "public").await);
     let mut held = Vec::new();
     for n in 0..64 {
@@ -553,8 +543,7 @@ async fn many_locks_are_held_at_once_without_a_connection_each() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_error_says_what_postgres_said() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let options = PgOptions::new(&url);
     let config = crate::config::pg_config(&options, crate::config::Purpose::Admin).unwrap();
     let client = crate::connect(&config, crate::config::tls(&options).unwrap()).await.unwrap();
@@ -575,8 +564,7 @@ async fn a_database_error_says_what_postgres_said() {
 /// keeps nothing of an erased memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_daemons_text_index_follows_every_daemons_writes() {
-    let cluster = TestCluster::start();
-    let url = cluster.create_database();
+    let (_cluster, url) = TestCluster::with_database();
     let (a, b) = tokio::join!(open(&url, "public"), open(&url, "public"));
     for store in [&a, &b] {
         assert!(store.text_index().is_some_and(|index| {

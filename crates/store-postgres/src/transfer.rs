@@ -326,8 +326,7 @@ mod tests {
     /// the copy searches, counts and loads vectors as the original.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_export_imported_elsewhere_exports_the_same_rows() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (_cluster, url) = TestCluster::with_database();
         let source = PgStore::open(options(&url, "source")).await.unwrap();
         let mut memories: Vec<_> = (0..25)
             .map(|n| sample_memory(&format!("deploy note {n} with tooling"), Scope::Repo, n))

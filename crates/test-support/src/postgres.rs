@@ -210,6 +210,13 @@ impl TestCluster {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 
+    /// A running cluster and a fresh database on it (its URL): the usual start of a test.
+    pub fn with_database() -> (TestCluster, String) {
+        let cluster = TestCluster::start();
+        let url = cluster.create_database();
+        (cluster, url)
+    }
+
     /// Creates a fresh, empty database and returns its URL.
     pub fn create_database(&self) -> String {
         let n = self.databases.fetch_add(1, Ordering::Relaxed);
@@ -336,8 +343,7 @@ mod tests {
 
     #[test]
     fn a_cluster_starts_answers_and_is_removed() {
-        let cluster = TestCluster::start();
-        let url = cluster.create_database();
+        let (cluster, url) = TestCluster::with_database();
         let database = url.rsplit('/').next().unwrap().to_owned();
         assert_eq!(cluster.psql(&database, "SELECT 40 + 2"), "42");
         let dir = cluster.dir.path().to_owned();
