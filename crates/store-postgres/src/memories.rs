@@ -904,35 +904,19 @@ impl MemoryStore for PgStore {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use cairn_store::Store;
-
-    use crate::PgStore;
-    use crate::tests::options;
     use cairn_test_support::postgres::TestCluster;
+
+    use crate::tests::fresh_stores;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_store_passes_the_conformance_suite() {
         let (_cluster, url) = TestCluster::with_database();
-        let mut n = 0;
-        cairn_store::conformance::run(|| {
-            n += 1;
-            let options = options(&url, &format!("mem_{n}"));
-            async move { Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn Store> }
-        })
-        .await;
+        cairn_store::conformance::run(fresh_stores(&url, "mem")).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn postgres_connectors_pass_the_conformance_checks() {
         let (_cluster, url) = TestCluster::with_database();
-        let mut n = 0;
-        cairn_store::conformance::run_connectors(|| {
-            n += 1;
-            let options = options(&url, &format!("conn_{n}"));
-            async move { Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn Store> }
-        })
-        .await;
+        cairn_store::conformance::run_connectors(fresh_stores(&url, "conn")).await;
     }
 }

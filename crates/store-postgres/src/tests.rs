@@ -54,13 +54,21 @@ async fn assert_gapless(store: &PgStore, id: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_passes_the_conversation_conformance_suite() {
     let (_cluster, url) = TestCluster::with_database();
+    cairn_store::conformance::run_conversations(fresh_stores(&url, "conv")).await;
+}
+
+/// What a conformance suite opens: each call a new, empty store on its own schema,
+/// `<name>_<n>` of the database at `url`.
+pub(crate) fn fresh_stores<'a>(
+    url: &'a str,
+    name: &'a str,
+) -> impl FnMut() -> futures_util::future::BoxFuture<'a, Arc<dyn Store>> + 'a {
     let mut n = 0;
-    cairn_store::conformance::run_conversations(|| {
+    move || {
         n += 1;
-        let options = options(&url, &format!("conv_{n}"));
-        async move { Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn ConversationStore> }
-    })
-    .await;
+        let options = options(url, &format!("{name}_{n}"));
+        Box::pin(async move { Arc::new(PgStore::open(options).await.unwrap()) as Arc<dyn Store> })
+    }
 }
 
 /// Two stores (two daemons) on one fresh schema.

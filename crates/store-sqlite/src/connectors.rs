@@ -262,19 +262,11 @@ fn apply_batch(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use crate::SqliteStore;
+    use crate::tests::fresh_stores;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_connectors_pass_the_conformance_checks() {
         let directory = tempfile::tempdir().unwrap();
-        let mut n = 0;
-        cairn_store::conformance::run_connectors(|| {
-            n += 1;
-            let path = directory.path().join(format!("connectors-{n}.db"));
-            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn cairn_store::Store> }
-        })
-        .await;
+        cairn_store::conformance::run_connectors(fresh_stores(&directory, "connectors")).await;
     }
 }

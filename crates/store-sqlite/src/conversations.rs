@@ -724,24 +724,18 @@ impl ConversationStore for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use cairn_store::conformance::sample_conversation;
     use cairn_store::{Commit, CommitOutcome, ConversationStore, NewEvent, NewPrompt};
     use cairn_types::{Lifecycle, Snapshot, Timestamp};
 
     use crate::SqliteStore;
+    use crate::tests::fresh_stores;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sqlite_store_passes_the_conversation_conformance_suite() {
         let directory = tempfile::tempdir().unwrap();
-        let mut n = 0;
-        cairn_store::conformance::run_conversations(|| {
-            n += 1;
-            let path = directory.path().join(format!("conversations-{n}.db"));
-            async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn ConversationStore> }
-        })
-        .await;
+        cairn_store::conformance::run_conversations(fresh_stores(&directory, "conversations"))
+            .await;
     }
 
     /// The bounded reads stop early inside SQLite too: on a 10,000-event log, the newest

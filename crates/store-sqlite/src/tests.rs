@@ -13,13 +13,23 @@ use crate::checkpoint::{RESTART_WAIT, checkpoint};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_store_passes_the_conformance_suite() {
     let directory = tempfile::tempdir().unwrap();
+    cairn_store::conformance::run(fresh_stores(&directory, "conformance")).await;
+}
+
+/// What a conformance suite opens: each call a new, empty store, `<name>-<n>.db` in
+/// `directory`.
+pub(crate) fn fresh_stores<'a>(
+    directory: &'a tempfile::TempDir,
+    name: &'a str,
+) -> impl FnMut() -> std::future::Ready<Arc<dyn cairn_store::Store>> + 'a {
     let mut n = 0;
-    cairn_store::conformance::run(|| {
+    move || {
         n += 1;
-        let path = directory.path().join(format!("conformance-{n}.db"));
-        async move { Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn cairn_store::Store> }
-    })
-    .await;
+        let path = directory.path().join(format!("{name}-{n}.db"));
+        std::future::ready(
+            Arc::new(SqliteStore::open(&path).unwrap()) as Arc<dyn cairn_store::Store>
+        )
+    }
 }
 
 fn synchronous(store: &SqliteStore) -> impl Future<Output = Result<i64>> + '_ {

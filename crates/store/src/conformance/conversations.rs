@@ -10,14 +10,14 @@ use cairn_types::{
 
 use crate::{
     Commit, CommitOutcome, ConversationCursor, ConversationQuery, ConversationStore, EventRange,
-    IdempotencyRecord, NewEvent, NewPrompt, PromptRecord,
+    IdempotencyRecord, NewEvent, NewPrompt, PromptRecord, Store,
 };
 
 /// Runs every conversation check, each against a fresh store from `open_store`.
 pub async fn run_conversations<F, Fut>(mut open_store: F)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Arc<dyn ConversationStore>>,
+    Fut: Future<Output = Arc<dyn Store>>,
 {
     conversations_are_created_once_and_read_back(open_store().await).await;
     conversation_pages_never_skip_or_repeat(open_store().await).await;

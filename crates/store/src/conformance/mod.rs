@@ -1,7 +1,7 @@
 //! The conformance suite: behaviour every [`MemoryStore`] backend must show.
 //!
-//! A backend's tests call [`run`] (and [`run_conversations`] for a [`ConversationStore`]) with
-//! a function that opens a fresh, empty store; each check gets its own store and panics with
+//! A backend's tests call [`run`] (and [`run_conversations`] for its [`ConversationStore`] side)
+//! with a function that opens a fresh, empty store; each check gets its own store and panics with
 //! a message naming what broke.
 
 use std::future::Future;

@@ -13,7 +13,7 @@ use crate::{ConversationStore, VoiceSegmentRecord};
 pub(super) async fn run_voice<F, Fut>(open_store: &mut F)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Arc<dyn ConversationStore>>,
+    Fut: std::future::Future<Output = Arc<dyn crate::Store>>,
 {
     voice_segments_read_back_field_for_field(open_store().await).await;
     voice_segments_need_their_conversation(open_store().await).await;
