@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_test_support::standin::{Answer, StandIn, openai};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -44,16 +44,7 @@ async fn send(socket: &mut Socket, event: Value) {
 
 /// The next server event, within a minute.
 async fn next(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(60), socket.next())
-            .await
-            .expect("a server event within a minute")
-            .expect("the socket is open")
-            .unwrap();
-        if let Message::Text(text) = message {
-            return serde_json::from_str(&text).unwrap();
-        }
-    }
+    cairn_test_support::ws::next_json(socket, Duration::from_secs(60)).await
 }
 
 /// Reads events until one of type `kind`, returning it and every event before it.

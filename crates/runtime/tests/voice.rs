@@ -271,18 +271,7 @@ fn refusal(result: Connected) -> (u16, Value) {
 
 /// The next server event; pings are skipped.
 async fn next_event(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("an event arrives")
-            .expect("the socket is open")
-            .expect("the socket is healthy");
-        match message {
-            Message::Text(text) => return serde_json::from_str(text.as_str()).unwrap(),
-            Message::Ping(_) | Message::Pong(_) => continue,
-            other => panic!("expected an event, got {other:?}"),
-        }
-    }
+    cairn_test_support::ws::next_json(socket, Duration::from_secs(10)).await
 }
 
 /// The events still in flight and the close frame's code the server ends with: `None` when

@@ -82,16 +82,7 @@ async fn connect(address: SocketAddr, token: &str) -> Result<Socket, WsError> {
 }
 
 async fn next_event(socket: &mut Socket) -> Value {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
-            .await
-            .expect("an event in time")
-            .expect("the socket is open")
-            .unwrap();
-        if let Message::Text(text) = message {
-            return serde_json::from_str(text.as_str()).unwrap();
-        }
-    }
+    cairn_test_support::ws::next_json(socket, Duration::from_secs(10)).await
 }
 
 /// A plain HTTP GET on a new connection; its status.

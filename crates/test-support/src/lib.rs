@@ -1,5 +1,6 @@
 //! What Cairn's tests share, written once: a real daemon on port 0 with a temporary data
 //! directory ([`daemon`]), a loopback HTTP/WebSocket server for a handler ([`loopback`]),
+//! the next JSON event on a WebSocket ([`ws`]),
 //! stand-ins for the paid OpenAI-compatible endpoints, with delays and failures on demand
 //! ([`standin`]), a seeded random generator ([`rng`]) and a throwaway PostgreSQL cluster
 //! ([`postgres`]).
@@ -14,6 +15,7 @@ pub mod loopback;
 pub mod postgres;
 pub mod rng;
 pub mod standin;
+pub mod ws;
 
 /// A free port on 127.0.0.1 at the time of the call (nothing listens on it afterwards).
 pub fn free_port() -> u16 {
