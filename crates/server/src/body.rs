@@ -3,7 +3,6 @@
 //! connections and handlers for long, and a daemon-wide budget of body bytes being read and
 //! handled at once, so many large bodies together cannot take the daemon's memory.
 
-use std::collections::HashMap;
 use std::future::Future as _;
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -17,6 +16,8 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
+
+use crate::connections::SlotTable;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -126,14 +127,11 @@ impl Body for GuardedBody {
 
 /// How many requests each address may be sending a body for at once.
 #[derive(Debug)]
-pub(crate) struct BodySlots {
-    per_address: usize,
-    slots: Mutex<HashMap<IpAddr, Arc<Semaphore>>>,
-}
+pub(crate) struct BodySlots(SlotTable);
 
 impl BodySlots {
     pub(crate) fn new(per_address: usize) -> BodySlots {
-        BodySlots { per_address: per_address.max(1), slots: Mutex::default() }
+        BodySlots(SlotTable::new(per_address.max(1)))
     }
 
     /// A slot for one more body from `address`, waiting up to `wait` for one of its bodies
@@ -143,18 +141,7 @@ impl BodySlots {
         address: IpAddr,
         wait: Duration,
     ) -> Option<OwnedSemaphorePermit> {
-        let semaphore = {
-            let mut slots = self.slots.lock().expect("the slot table is never poisoned");
-            if slots.len() > 4096 {
-                // Forget addresses with nothing in flight.
-                let full = self.per_address;
-                slots.retain(|_, semaphore| semaphore.available_permits() < full);
-            }
-            slots
-                .entry(address)
-                .or_insert_with(|| Arc::new(Semaphore::new(self.per_address)))
-                .clone()
-        };
+        let semaphore = self.0.semaphore(address);
         if let Ok(slot) = semaphore.clone().try_acquire_owned() {
             return Some(slot);
         }

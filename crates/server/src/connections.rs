@@ -22,40 +22,50 @@ const REFUSAL_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How many connections each client address holds.
 #[derive(Debug)]
-pub(crate) struct AddressSlots {
+pub(crate) struct AddressSlots(SlotTable);
+
+/// A semaphore of `per_address` permits for each address (key) seen, forgetting the idle
+/// ones when the table grows past 4,096 addresses.
+#[derive(Debug)]
+pub(crate) struct SlotTable {
     per_address: usize,
     slots: Mutex<HashMap<IpAddr, Arc<Semaphore>>>,
+}
+
+impl SlotTable {
+    pub(crate) fn new(per_address: usize) -> SlotTable {
+        SlotTable { per_address, slots: Mutex::default() }
+    }
+
+    /// The semaphore of `key`, made on first use.
+    pub(crate) fn semaphore(&self, key: IpAddr) -> Arc<Semaphore> {
+        let mut slots = self.slots.lock().expect("the slot table is never poisoned");
+        if slots.len() > 4096 {
+            // Forget addresses with nothing in flight.
+            let full = self.per_address;
+            slots.retain(|_, semaphore| semaphore.available_permits() < full);
+        }
+        slots.entry(key).or_insert_with(|| Arc::new(Semaphore::new(self.per_address))).clone()
+    }
 }
 
 impl AddressSlots {
     /// `per_address` connections per address; 0 for no bound.
     pub(crate) fn new(per_address: usize) -> AddressSlots {
-        AddressSlots { per_address, slots: Mutex::default() }
+        AddressSlots(SlotTable::new(per_address))
     }
 
     pub(crate) fn limit(&self) -> usize {
-        self.per_address
+        self.0.per_address
     }
 
     /// A slot for one more connection from `address` (held until dropped), `Some(None)` when
     /// there is no bound, or `None` when the address has all of its slots.
     pub(crate) fn take(&self, address: IpAddr) -> Option<Option<OwnedSemaphorePermit>> {
-        if self.per_address == 0 {
+        if self.0.per_address == 0 {
             return Some(None);
         }
-        let semaphore = {
-            let mut slots = self.slots.lock().expect("the slot table is never poisoned");
-            if slots.len() > 4096 {
-                // Forget addresses with no connection.
-                let full = self.per_address;
-                slots.retain(|_, semaphore| semaphore.available_permits() < full);
-            }
-            slots
-                .entry(client_key(address))
-                .or_insert_with(|| Arc::new(Semaphore::new(self.per_address)))
-                .clone()
-        };
-        semaphore.try_acquire_owned().ok().map(Some)
+        self.0.semaphore(client_key(address)).try_acquire_owned().ok().map(Some)
     }
 }
 
