@@ -34,13 +34,7 @@ pub(super) fn parse_text(out: &mut Output, text: &str, depth: usize) {
         read_flat(out, text);
         return;
     }
-    let mut parser = Parser {
-        chars: text.chars().collect(),
-        pos: 0,
-        heredocs: Vec::new(),
-        next_heredoc: 0,
-        own: Vec::new(),
-    };
+    let mut parser = Parser::new(text);
     parser.script(out, depth, Until::End, None);
     parser.read_heredocs(out, depth);
     parser.settle(out, depth);
@@ -124,6 +118,16 @@ struct Parser {
 }
 
 impl Parser {
+    fn new(text: &str) -> Parser {
+        Parser {
+            chars: text.chars().collect(),
+            pos: 0,
+            heredocs: Vec::new(),
+            next_heredoc: 0,
+            own: Vec::new(),
+        }
+    }
+
     fn peek(&self, ahead: usize) -> Option<char> {
         self.chars.get(self.pos + ahead).copied()
     }
@@ -785,13 +789,7 @@ impl Parser {
 
 /// Scans a here-document's body for the substitutions that run when it is read.
 fn expand(out: &mut Output, text: &str, depth: usize) -> Word {
-    let mut parser = Parser {
-        chars: text.chars().collect(),
-        pos: 0,
-        heredocs: Vec::new(),
-        next_heredoc: 0,
-        own: Vec::new(),
-    };
+    let mut parser = Parser::new(text);
     let mut word = Word::default();
     parser.double_quoted(out, &mut word, depth, None, false);
     parser.settle(out, depth);
