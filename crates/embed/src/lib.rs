@@ -96,6 +96,47 @@ fn system_roots() -> ureq::tls::TlsConfig {
     ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::PlatformVerifier).build()
 }
 
+/// An OpenAI-compatible endpoint: where requests go, the key they carry, the agent that
+/// sends them. Its `Debug` shows the URL without credentials, never the key.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    url: String,
+    /// The URL without credentials (user info, query), as errors and logs name it.
+    pub(crate) label: String,
+    api_key: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Endpoint {
+    /// `url`, called with `api_key` as a bearer token when there is one, by a client that
+    /// waits up to two minutes for an answer and hands HTTP errors back as answers (so their
+    /// bodies can be read).
+    pub(crate) fn new(url: String, api_key: Option<String>) -> Endpoint {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(std::time::Duration::from_secs(120)))
+            .http_status_as_error(false)
+            .tls_config(system_roots())
+            .build()
+            .into();
+        Endpoint { label: openai::without_credentials(&url), url, api_key, agent }
+    }
+
+    /// A `POST` to the endpoint, carrying the key.
+    pub(crate) fn post(&self) -> ureq::RequestBuilder<ureq::typestate::WithBody> {
+        let request = self.agent.post(&self.url);
+        match &self.api_key {
+            Some(key) => request.header("Authorization", &format!("Bearer {key}")),
+            None => request,
+        }
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.label, f)
+    }
+}
+
 /// Where the local model lives under a data directory.
 pub fn model_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("models").join("all-minilm-l6-v2")

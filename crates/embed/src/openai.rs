@@ -1,29 +1,14 @@
 //! An embedder backed by an OpenAI-compatible `/v1/embeddings` endpoint.
 
-use std::time::Duration;
-
 use cairn_memory::embed::{EmbedError, Embedder, normalize};
 use serde_json::{Value, json};
 
 /// Calls `POST {base_url}/embeddings` with `{"model", "input": [...]}`.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiEmbedder {
-    endpoint: String,
-    /// The endpoint without credentials (user info, query), as errors and logs name it.
-    label: String,
+    endpoint: crate::Endpoint,
     model: String,
-    api_key: Option<String>,
     dimensions: usize,
-    agent: ureq::Agent,
-}
-
-impl std::fmt::Debug for OpenAiEmbedder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiEmbedder")
-            .field("endpoint", &self.label)
-            .field("model", &self.model)
-            .finish()
-    }
 }
 
 impl OpenAiEmbedder {
@@ -34,35 +19,26 @@ impl OpenAiEmbedder {
         model: &str,
         api_key: Option<String>,
     ) -> Result<OpenAiEmbedder, EmbedError> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(120)))
-            .http_status_as_error(false)
-            .tls_config(crate::system_roots())
-            .build()
-            .into();
-        let endpoint = format!("{}/embeddings", base_url.trim_end_matches('/'));
+        let url = format!("{}/embeddings", base_url.trim_end_matches('/'));
         let mut embedder = OpenAiEmbedder {
-            label: without_credentials(&endpoint),
-            endpoint,
+            endpoint: crate::Endpoint::new(url, api_key),
             model: model.to_owned(),
-            api_key,
             dimensions: 0,
-            agent,
         };
         let probe = embedder.embed(&["dimension probe".to_owned()]).await?;
         embedder.dimensions = probe.first().map_or(0, Vec::len);
         if embedder.dimensions == 0 {
-            return Err(EmbedError(format!("{} returned an empty vector", embedder.label)));
+            return Err(EmbedError(format!(
+                "{} returned an empty vector",
+                embedder.endpoint.label
+            )));
         }
         Ok(embedder)
     }
 
     fn request(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let failed = |reason: String| EmbedError(format!("{}: {reason}", self.label));
-        let mut request = self.agent.post(&self.endpoint);
-        if let Some(key) = &self.api_key {
-            request = request.header("Authorization", &format!("Bearer {key}"));
-        }
+        let failed = |reason: String| EmbedError(format!("{}: {reason}", self.endpoint.label));
+        let request = self.endpoint.post();
         let count = texts.len();
         let mut response = request
             .send_json(json!({"model": self.model, "input": texts}))

@@ -8,34 +8,18 @@
 //! quote the API key or the request) is logged with `tracing` and never returned: callers get
 //! a short message fit for a client.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::openai::without_credentials;
+use crate::Endpoint;
 use crate::voice::espeak::VOICE_SAMPLE_RATE;
 use crate::voice::wav::encode_wav;
-
-/// How long one request may take, answer included.
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The largest speech answer read: 64 MiB, about 23 minutes at 24 kHz.
 const MAX_SPEECH_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The most of a failed answer that is logged.
 const MAX_LOGGED_BYTES: u64 = 4 * 1024;
-
-/// A blocking client for the provider: HTTP errors are answers, not `Err`s, so their bodies
-/// can be logged.
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .timeout_global(Some(TIMEOUT))
-        .http_status_as_error(false)
-        .tls_config(crate::system_roots())
-        .build()
-        .into()
-}
 
 /// `{url}/v1/{path}`; a `url` that already ends in `/v1` is taken as it is.
 fn endpoint(url: &str, path: &str) -> String {
@@ -74,23 +58,10 @@ fn call(
 }
 
 /// Speech to text through `POST {url}/v1/audio/transcriptions`.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiTranscriber {
-    endpoint: String,
-    /// The endpoint without credentials, as logs name it.
-    label: String,
+    endpoint: crate::Endpoint,
     model: String,
-    api_key: Option<String>,
-    agent: ureq::Agent,
-}
-
-impl std::fmt::Debug for OpenAiTranscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiTranscriber")
-            .field("endpoint", &self.label)
-            .field("model", &self.model)
-            .finish()
-    }
 }
 
 impl OpenAiTranscriber {
@@ -98,14 +69,8 @@ impl OpenAiTranscriber {
     /// accepted) with `model` (`whisper-1`, `gpt-4o-transcribe`, …), sending `api_key` as a
     /// bearer token when there is one. Nothing is sent until [`transcribe`](Self::transcribe).
     pub fn new(url: &str, model: &str, api_key: Option<String>) -> OpenAiTranscriber {
-        let endpoint = endpoint(url, "audio/transcriptions");
-        OpenAiTranscriber {
-            label: without_credentials(&endpoint),
-            endpoint,
-            model: model.to_owned(),
-            api_key,
-            agent: agent(),
-        }
+        let endpoint = Endpoint::new(endpoint(url, "audio/transcriptions"), api_key);
+        OpenAiTranscriber { endpoint, model: model.to_owned() }
     }
 
     /// Transcribes 16-bit mono audio at 24 kHz ([`VOICE_SAMPLE_RATE`]), sent as a WAV file.
@@ -118,16 +83,13 @@ impl OpenAiTranscriber {
             Part { name: "response_format", file: None, bytes: b"json" },
             Part { name: "file", file: Some(("audio.wav", "audio/wav")), bytes: &wav },
         ]);
-        let mut request = self.agent.post(&self.endpoint).header("Content-Type", &content_type);
-        if let Some(key) = &self.api_key {
-            request = request.header("Authorization", &format!("Bearer {key}"));
-        }
-        let mut response = call(&self.label, FAILED, || request.send(&body[..]))?;
+        let request = self.endpoint.post().header("Content-Type", &content_type);
+        let mut response = call(&self.endpoint.label, FAILED, || request.send(&body[..]))?;
         let answer: Result<Value, _> = response.body_mut().read_json();
         match answer.as_ref().ok().and_then(|answer| answer["text"].as_str()) {
             Some(text) => Ok(text.trim().to_owned()),
             None => {
-                tracing::warn!(endpoint = self.label, answer = ?answer, "{FAILED}: no text");
+                tracing::warn!(endpoint = self.endpoint.label, answer = ?answer, "{FAILED}: no text");
                 Err(format!("{FAILED}: the provider's answer has no text"))
             }
         }
@@ -135,25 +97,11 @@ impl OpenAiTranscriber {
 }
 
 /// Text to speech through `POST {url}/v1/audio/speech`.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenAiSynthesizer {
-    endpoint: String,
-    /// The endpoint without credentials, as logs name it.
-    label: String,
+    endpoint: crate::Endpoint,
     model: String,
     voice: String,
-    api_key: Option<String>,
-    agent: ureq::Agent,
-}
-
-impl std::fmt::Debug for OpenAiSynthesizer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiSynthesizer")
-            .field("endpoint", &self.label)
-            .field("model", &self.model)
-            .field("voice", &self.voice)
-            .finish()
-    }
 }
 
 impl OpenAiSynthesizer {
@@ -161,15 +109,8 @@ impl OpenAiSynthesizer {
     /// accepted) with `model` (`tts-1`, `gpt-4o-mini-tts`, …) and `voice` (`alloy`, …),
     /// sending `api_key` as a bearer token when there is one.
     pub fn new(url: &str, model: &str, voice: &str, api_key: Option<String>) -> OpenAiSynthesizer {
-        let endpoint = endpoint(url, "audio/speech");
-        OpenAiSynthesizer {
-            label: without_credentials(&endpoint),
-            endpoint,
-            model: model.to_owned(),
-            voice: voice.to_owned(),
-            api_key,
-            agent: agent(),
-        }
+        let endpoint = Endpoint::new(endpoint(url, "audio/speech"), api_key);
+        OpenAiSynthesizer { endpoint, model: model.to_owned(), voice: voice.to_owned() }
     }
 
     /// Speaks `text`: 16-bit mono samples at 24 kHz ([`VOICE_SAMPLE_RATE`]), the format of
@@ -180,20 +121,17 @@ impl OpenAiSynthesizer {
         if text.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let mut request = self.agent.post(&self.endpoint);
-        if let Some(key) = &self.api_key {
-            request = request.header("Authorization", &format!("Bearer {key}"));
-        }
+        let request = self.endpoint.post();
         let body = json!({
             "model": self.model,
             "voice": self.voice,
             "input": text,
             "response_format": "pcm",
         });
-        let mut response = call(&self.label, FAILED, || request.send_json(body))?;
+        let mut response = call(&self.endpoint.label, FAILED, || request.send_json(body))?;
         let bytes = response.body_mut().with_config().limit(MAX_SPEECH_BYTES).read_to_vec();
         let bytes = bytes.map_err(|error| {
-            tracing::warn!(endpoint = self.label, %error, "{FAILED}: the audio could not be read");
+            tracing::warn!(endpoint = self.endpoint.label, %error, "{FAILED}: the audio could not be read");
             format!("{FAILED}: the provider's audio could not be read")
         })?;
         Ok(bytes.chunks_exact(2).map(|pair| i16::from_le_bytes([pair[0], pair[1]])).collect())
