@@ -1,17 +1,7 @@
 // `createServiceClient`: the seed's 27 operations over the runtime's HTTP routes
 // (docs/runtime.md), with `fetch` and `EventSource` from the platform.
 
-import {
-  createChannelEventRequestBody,
-  createChannelHandoffEventInput,
-  createChannelHandoffReviewEventInput,
-  createChannelOutputResolutionEventInput,
-  createMessageChannelEventInput,
-  createOutboundContactChannelEventInput,
-  createProviderObjectChannelEventInput,
-  createScheduledChannelEventInput,
-  createVoiceTurnChannelEventInput,
-} from "./builders.js";
+import * as builders from "./builders.js";
 import { errorMessage, ServiceApiError } from "./errors.js";
 import { readServerSentEvents } from "./sse.js";
 import { openEventStream } from "./stream.js";
@@ -284,7 +274,7 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
       operation,
       method: "POST",
       path: "/channel-events",
-      body: createChannelEventRequestBody(input),
+      body: builders.createChannelEventRequestBody(input),
       conversationId: input.event?.conversationId ?? input.conversationId ?? input.createConversation?.id,
       signal: input.signal,
       onDelta: input.onAssistantTextDelta,
@@ -305,28 +295,28 @@ export function createServiceClient(options: ServiceClientOptions): ServiceClien
       return channelEvent("handleChannelEvent", input);
     },
     receiveMessage(input) {
-      return channelEvent("receiveMessage", createMessageChannelEventInput(input));
+      return channelEvent("receiveMessage", builders.createMessageChannelEventInput(input));
     },
     recordProviderUpdate(input) {
-      return channelEvent("recordProviderUpdate", createProviderObjectChannelEventInput(input));
+      return channelEvent("recordProviderUpdate", builders.createProviderObjectChannelEventInput(input));
     },
     finalizeVoiceTurn(input) {
-      return channelEvent("finalizeVoiceTurn", createVoiceTurnChannelEventInput(input));
+      return channelEvent("finalizeVoiceTurn", builders.createVoiceTurnChannelEventInput(input));
     },
     requestOutboundContact(input) {
-      return channelEvent("requestOutboundContact", createOutboundContactChannelEventInput(input));
+      return channelEvent("requestOutboundContact", builders.createOutboundContactChannelEventInput(input));
     },
     submitScheduledEvent(input) {
-      return channelEvent("submitScheduledEvent", createScheduledChannelEventInput(input));
+      return channelEvent("submitScheduledEvent", builders.createScheduledChannelEventInput(input));
     },
     recordChannelOutputResolution(input) {
-      return channelEvent("recordChannelOutputResolution", createChannelOutputResolutionEventInput(input));
+      return channelEvent("recordChannelOutputResolution", builders.createChannelOutputResolutionEventInput(input));
     },
     requestChannelHandoff(input) {
-      return channelEvent("requestChannelHandoff", createChannelHandoffEventInput(input));
+      return channelEvent("requestChannelHandoff", builders.createChannelHandoffEventInput(input));
     },
     requestChannelHandoffReview(input) {
-      return channelEvent("requestChannelHandoffReview", createChannelHandoffReviewEventInput(input));
+      return channelEvent("requestChannelHandoffReview", builders.createChannelHandoffReviewEventInput(input));
     },
     resolveChannelOutput(input) {
       const { signal, ...body } = input;

@@ -24,18 +24,7 @@ export { fetchEventSource } from "./stream.js";
 export { readServerSentEvents } from "./sse.js";
 export type { ServerSentEvent } from "./sse.js";
 export type { ServiceErrorBody } from "./errors.js";
-export {
-  createChannelEventInput,
-  createChannelEventRequestBody,
-  createChannelHandoffEventInput,
-  createChannelHandoffReviewEventInput,
-  createChannelOutputResolutionEventInput,
-  createMessageChannelEventInput,
-  createOutboundContactChannelEventInput,
-  createProviderObjectChannelEventInput,
-  createScheduledChannelEventInput,
-  createVoiceTurnChannelEventInput,
-} from "./builders.js";
+export * from "./builders.js";
 export { initialChatState, reduceChatRuntimeEvent } from "./chat.js";
 export type {
   ChatActivity,

@@ -7,6 +7,7 @@ import { EventSource } from "eventsource";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { createServiceClient, ServiceApiError, type RuntimeEvent, type ServiceClient } from "../src/index.js";
 import { createKey, startDaemon, type Daemon } from "./support/daemon.js";
+import { failure } from "./support/failure.js";
 
 let daemon: Daemon;
 let runtimeKey: string;
@@ -36,16 +37,6 @@ async function startChat(): Promise<{ conversationId: string; token: string }> {
   expect(response.status).toBe(201);
   const { token } = (await response.json()) as { token: string };
   return { conversationId: conversation.id, token };
-}
-
-async function failure(promise: Promise<unknown>): Promise<ServiceApiError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(ServiceApiError);
-    return error as ServiceApiError;
-  }
-  throw new Error("the operation succeeded but should have failed");
 }
 
 async function waitFor(condition: () => boolean, what: string): Promise<void> {

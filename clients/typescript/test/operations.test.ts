@@ -16,6 +16,7 @@ import {
   type RuntimeEvent,
   type ServiceRequestContext,
 } from "../src/index.js";
+import { failure } from "./support/failure.js";
 
 const daemonUrl = inject("daemonUrl");
 const client = createServiceClient({ baseUrl: `${daemonUrl}/api/runtime` });
@@ -28,16 +29,6 @@ function assistantTexts(events: RuntimeEvent[]): string[] {
   return ofType(events, "message")
     .filter((event) => event.data.role === "assistant")
     .map((event) => event.data.text as string);
-}
-
-async function failure(promise: Promise<unknown>): Promise<ServiceApiError> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(ServiceApiError);
-    return error as ServiceApiError;
-  }
-  throw new Error("the operation succeeded but should have failed");
 }
 
 describe("conversations", () => {
