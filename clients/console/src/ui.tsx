@@ -96,3 +96,12 @@ export function Page(props: { title: string; actions?: ReactNode; children: Reac
 export function Badge({ value }: { value: string }) {
   return <span className={`badge badge-${value.replace(/[^a-z_]/gi, "")}`}>{value}</span>;
 }
+
+/** A button that opens and closes a panel (a form, a chat): `label` while closed, `closeLabel` while open. */
+export function Toggle(props: { open: boolean; onToggle: (open: boolean) => void; label: string; closeLabel?: string }) {
+  return (
+    <button type="button" onClick={() => props.onToggle(!props.open)} aria-expanded={props.open}>
+      {props.open ? (props.closeLabel ?? "Close") : props.label}
+    </button>
+  );
+}

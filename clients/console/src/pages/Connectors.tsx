@@ -1,6 +1,6 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { call, formatTime, type Connector, type ConnectorHealth, type SyncReport } from "../api";
-import { Badge, ErrorText, Page, useAction, useLoad } from "../ui";
+import { Badge, ErrorText, Page, Toggle, useAction, useLoad } from "../ui";
 
 /** Folders and repositories imported as memories: their health, a sync, adding and removing. */
 export function ConnectorsPage() {
@@ -9,11 +9,7 @@ export function ConnectorsPage() {
   return (
     <Page
       title="Connectors"
-      actions={
-        <button type="button" onClick={() => setAdding(!adding)} aria-expanded={adding}>
-          {adding ? "Close" : "Add connector"}
-        </button>
-      }
+      actions={<Toggle open={adding} onToggle={setAdding} label="Add connector" />}
     >
       {adding && (
         <AddConnector

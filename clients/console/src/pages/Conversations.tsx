@@ -9,7 +9,7 @@ import {
   type RuntimeEvent,
 } from "../api";
 import { linkProps } from "../router";
-import { Badge, ErrorText, Page, useAction, useLoad } from "../ui";
+import { Badge, ErrorText, Page, Toggle, useAction, useLoad } from "../ui";
 import { ChatPanel } from "../chat/ChatPanel";
 
 interface LastMessage {
@@ -59,11 +59,7 @@ export function ConversationsPage({ selected }: { selected?: string }) {
   return (
     <Page
       title="Conversations"
-      actions={
-        <button type="button" onClick={() => setChatting(!chatting)} aria-expanded={chatting}>
-          {chatting ? "Close chat" : "New chat"}
-        </button>
-      }
+      actions={<Toggle open={chatting} onToggle={setChatting} label="New chat" closeLabel="Close chat" />}
     >
       <div className="split">
         <div className="list">

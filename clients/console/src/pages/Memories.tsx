@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { call, formatTime, type Memory, type MemoryList, type Scope, type Status } from "../api";
-import { Badge, ErrorText, Page, Pager, useAction, useLoad } from "../ui";
+import { Badge, ErrorText, Page, Pager, Toggle, useAction, useLoad } from "../ui";
 
 const SCOPES: Scope[] = ["repo", "user", "global", "task"];
 const STATUSES: Status[] = ["active", "review", "stale"];
@@ -53,11 +53,7 @@ export function MemoriesPage() {
   return (
     <Page
       title="Memories"
-      actions={
-        <button type="button" onClick={() => setAdding(!adding)} aria-expanded={adding}>
-          {adding ? "Close" : "Add memory"}
-        </button>
-      }
+      actions={<Toggle open={adding} onToggle={setAdding} label="Add memory" />}
     >
       {adding && (
         <AddMemory
