@@ -11,6 +11,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterEach, describe, expect, inject, it } from "vitest";
 
 import { speechWav as makeSpeech } from "./speech.js";
+import type { Recorded } from "./page/recorded.js";
 
 const client = createServiceClient({ baseUrl: `${inject("voiceDaemonUrl")}/api/runtime`, fetch });
 const WAIT = { timeout: 90_000 };
@@ -72,18 +73,6 @@ async function openPage(browser: BrowserContext, query: Record<string, string>):
   await page.getByRole("button", { name: "Start talking" }).waitFor();
   return page;
 }
-
-type Recorded = {
-  statuses: string[];
-  events: Record<string, any>[];
-  sent: Record<string, any>[];
-  errors: string[];
-  created: string[];
-  connected?: string;
-  ended: boolean;
-  startResult?: string;
-  startError?: string;
-};
 
 const recorded = (page: Page) => page.evaluate(() => (window as unknown as { voiceTest: Recorded }).voiceTest);
 

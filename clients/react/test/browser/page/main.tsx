@@ -8,18 +8,7 @@ import { useEffect, useRef } from "react";
 import { createRoot } from "react-dom/client";
 
 import { useServiceVoice, type UseServiceVoiceResult, type VoiceServerEvent } from "../../../src/index.js";
-
-interface Recorded {
-  statuses: string[];
-  events: Record<string, unknown>[];
-  sent: Record<string, unknown>[];
-  errors: string[];
-  created: string[];
-  connected?: string;
-  ended: boolean;
-  startResult?: string;
-  startError?: string;
-}
+import type { Recorded } from "./recorded.js";
 
 declare global {
   interface Window {
