@@ -16,12 +16,6 @@ use serde_json::{Value, json};
 
 use crate::util::{Body, Daemon, Reply};
 
-/// A cluster with one fresh database.
-fn database() -> (TestCluster, String) {
-    let (cluster, url) = TestCluster::with_database();
-    (cluster, url)
-}
-
 /// A daemon on the database at `url` (its data directory holds only its log).
 fn daemon(url: &str) -> Daemon {
     Daemon::start_with(&["--database-url", url, "--embedder", "none"], &[])
@@ -71,7 +65,7 @@ async fn custom_event(daemon: &Daemon, id: &str, n: usize) -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_daemons_start_at_once_on_an_empty_database() {
-    let (cluster, url) = database();
+    let (cluster, url) = TestCluster::with_database();
     // Started from three threads at the same instant: the migrations run once.
     let daemons: Vec<Daemon> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..3).map(|_| scope.spawn(|| daemon(&url))).collect();
@@ -90,7 +84,7 @@ async fn three_daemons_start_at_once_on_an_empty_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_senders_through_three_daemons_keep_offsets_gapless() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let daemons = three(&url);
     let id = create_conversation(&daemons[0]).await;
     let before = events(&daemons[0], &id).await.len();
@@ -127,7 +121,7 @@ async fn concurrent_senders_through_three_daemons_keep_offsets_gapless() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_event_stream_on_one_daemon_sees_appends_through_the_others_in_order() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let [a, b, c] = three(&url);
     let id = create_conversation(&a).await;
     let start = events(&a, &id).await.len();
@@ -164,7 +158,7 @@ async fn an_event_stream_on_one_daemon_sees_appends_through_the_others_in_order(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_idempotency_key_redelivered_to_another_daemon_is_applied_once() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let daemons = three(&url);
     let delivery = json!({
         "conversationId": "sms-thread-7",
@@ -209,7 +203,7 @@ async fn an_idempotency_key_redelivered_to_another_daemon_is_applied_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_memory_written_on_one_daemon_is_found_on_the_others() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let [a, b, c] = three(&url);
     let id = a
         .remember(json!({"content": "Deploy the quokkaservice with make ship.", "scope": "repo", "repo": "shop"}))
@@ -245,7 +239,7 @@ async fn a_memory_written_on_one_daemon_is_found_on_the_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_under_load_loses_no_acknowledged_write() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     // Clients write round robin; B is killed mid-way and they carry on through A and C,
     // retrying a failed request on the next daemon with the same idempotency key.
     let [a, b, c] = three(&url);
@@ -309,7 +303,7 @@ async fn kill_9_under_load_loses_no_acknowledged_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
-    let (cluster, url) = database();
+    let (cluster, url) = TestCluster::with_database();
     let [a, b, _c] = three(&url);
     let id = create_conversation(&a).await;
     let start = events(&a, &id).await.len();
@@ -357,7 +351,7 @@ async fn a_daemon_whose_database_connections_drop_recovers_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_with_writes_in_flight_loses_no_acknowledged_write() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let (a, b) = (daemon(&url), daemon(&url));
     let b = std::sync::Arc::new(b);
     // Eight writers send memories to B without pause; B is killed while they do.
@@ -397,7 +391,7 @@ async fn kill_9_with_writes_in_flight_loses_no_acknowledged_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_slow_turns_on_one_daemon_all_answer() {
     use cairn_test_support::standin::{StandIn, openai};
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     // A language model that takes three seconds to begin its answer.
     let model = StandIn::start(|_| {
         openai::chat_stream(&["Noted, ", "thank you."], Duration::ZERO)
@@ -425,7 +419,7 @@ async fn sixty_four_slow_turns_on_one_daemon_all_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotency_key_holds_across_daemons() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let (a, b) = (daemon(&url), daemon(&url));
     let memory = json!({"content": "Releases are cut on Tuesdays.", "scope": "global"});
     async fn send(daemon: &Daemon, body: Value) -> Reply {
@@ -448,7 +442,7 @@ async fn an_idempotency_key_holds_across_daemons() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_start_up_log_tells_the_connections_real_tls_state() {
     // The default `sslmode=prefer` against a server without TLS: plaintext, and says so.
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let plain = daemon(&url);
     let log = std::fs::read_to_string(plain.data_dir().join("daemon.log")).unwrap();
     let line = log.lines().find(|line| line.contains("opened the PostgreSQL store")).unwrap();
@@ -469,7 +463,7 @@ async fn the_start_up_log_tells_the_connections_real_tls_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_logs_on_postgres_hold_no_statement_parameters() {
-    let (_cluster, url) = database();
+    let (_cluster, url) = TestCluster::with_database();
     let daemon = Daemon::start_with(
         &["--database-url", &url, "--embedder", "none"],
         &[("RUST_LOG", "debug")],
