@@ -185,6 +185,14 @@ pub(crate) enum Body<'a, T: Serialize + ?Sized> {
     Json(&'a T),
 }
 
+/// One request of a route: its method, path (below the base URL), query string and body.
+pub(crate) struct Call<'a, B: Serialize + ?Sized> {
+    pub(crate) method: Method,
+    pub(crate) path: &'a str,
+    pub(crate) query: Option<String>,
+    pub(crate) body: Body<'a, B>,
+}
+
 impl Client {
     pub fn new(options: ClientOptions) -> Result<Client, Error> {
         let base_url = options.base_url.trim_end_matches('/').to_owned();
@@ -260,7 +268,8 @@ impl Client {
         T: DeserializeOwned,
         B: Serialize + ?Sized,
     {
-        let (url, bytes) = self.exchange(method, path, query, body, "application/json").await?;
+        let call = Call { method, path, query, body };
+        let (url, bytes) = self.exchange(call, "application/json").await?;
         serde_json::from_slice(&bytes).map_err(|error| Error::Decode {
             url,
             message: format!("not the documented JSON: {error}"),
@@ -273,13 +282,10 @@ impl Client {
     /// 504 and `IDEMPOTENCY_KEY_IN_USE` are tried again (see [`ClientOptions::retries`]).
     pub(crate) async fn exchange<B: Serialize + ?Sized>(
         &self,
-        method: Method,
-        path: &str,
-        query: Option<String>,
-        body: Body<'_, B>,
+        call: Call<'_, B>,
         accept: &'static str,
     ) -> Result<(String, Bytes), Error> {
-        let (url, request) = self.request(method, path, query, body, accept)?;
+        let (url, request) = self.request(call, accept)?;
         let (mut parts, body) = request.into_parts();
         let write = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
         if write && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
@@ -349,13 +355,10 @@ impl Client {
     /// streams); an error status becomes [`Error::Api`].
     pub(crate) async fn open<B: Serialize + ?Sized>(
         &self,
-        method: Method,
-        path: &str,
-        query: Option<String>,
-        body: Body<'_, B>,
+        call: Call<'_, B>,
         extra: &[(HeaderName, String)],
     ) -> Result<(String, Incoming), Error> {
-        let (url, mut request) = self.request(method, path, query, body, "text/event-stream")?;
+        let (url, mut request) = self.request(call, "text/event-stream")?;
         for (name, value) in extra {
             let value = HeaderValue::from_str(value)
                 .map_err(|_| Error::Options(format!("header {name}: not a valid value")))?;
@@ -377,10 +380,7 @@ impl Client {
 
     fn request<B: Serialize + ?Sized>(
         &self,
-        method: Method,
-        path: &str,
-        query: Option<String>,
-        body: Body<'_, B>,
+        Call { method, path, query, body }: Call<'_, B>,
         accept: &'static str,
     ) -> Result<(String, Request<Full<Bytes>>), Error> {
         let mut url = format!("{}{path}", self.inner.base_url);

@@ -12,7 +12,7 @@ use cairn_types::{
 use http::Method;
 use serde::Serialize;
 
-use crate::{Body, Client, Error, query, segment};
+use crate::{Body, Call, Client, Error, query, segment};
 
 /// No body.
 const NONE: Body<'static, ()> = Body::None;
@@ -122,15 +122,9 @@ impl Client {
         &self,
         request: &EvidencePackRequest,
     ) -> Result<String, Error> {
-        let (url, bytes) = self
-            .exchange(
-                Method::POST,
-                "/api/evidence-pack",
-                None,
-                Body::Json(request),
-                "text/markdown",
-            )
-            .await?;
+        let path = "/api/evidence-pack";
+        let call = Call { method: Method::POST, path, query: None, body: Body::Json(request) };
+        let (url, bytes) = self.exchange(call, "text/markdown").await?;
         String::from_utf8(bytes.to_vec())
             .map_err(|_| Error::Decode { url, message: "the Markdown is not UTF-8".into() })
     }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::sse::{EventStream, Parser, next_bytes};
-use crate::{Body, Client, Error, ServiceApiError, query, segment};
+use crate::{Body, Call, Client, Error, ServiceApiError, query, segment};
 
 /// No body.
 const NONE: Body<'static, ()> = Body::None;
@@ -157,7 +157,8 @@ impl Client {
         on_delta: impl FnMut(&str),
     ) -> Result<SendMessageResult, Error> {
         let path = self.conversation_path(conversation_id, "/messages");
-        let (url, body) = self.open(Method::POST, &path, None, Body::Json(input), &[]).await?;
+        let call = Call { method: Method::POST, path: &path, query: None, body: Body::Json(input) };
+        let (url, body) = self.open(call, &[]).await?;
         read_streamed_turn(url, body, on_delta).await
     }
 
@@ -209,7 +210,8 @@ impl Client {
             .map(|offset| (HeaderName::from_static("last-event-id"), offset.to_string()))
             .into_iter()
             .collect();
-        let (_, body) = self.open(Method::GET, &path, None, NONE, &resume).await?;
+        let call = Call { method: Method::GET, path: &path, query: None, body: NONE };
+        let (_, body) = self.open(call, &resume).await?;
         Ok(body)
     }
 
