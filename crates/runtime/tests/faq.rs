@@ -6,10 +6,9 @@
 #[path = "../examples/faq.rs"]
 mod example;
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use cairn_test_support::column;
+use cairn_test_support::daemon::EventStream;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
@@ -54,24 +53,13 @@ async fn start() -> String {
     base
 }
 
-/// Reads the stream until `frames` event frames (`id:` lines) have arrived.
-async fn read_events(body: &mut Incoming, frames: usize) -> Vec<(u64, Value)> {
-    let mut text = String::new();
+/// Reads the stream until `count` events (messages with an `id:`) have arrived.
+async fn read_events(stream: &mut EventStream, count: usize) -> Vec<(u64, Value)> {
     let mut events = Vec::new();
-    while events.len() < frames {
-        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
-            .await
-            .expect("the event arrives without polling")
-            .expect("the stream stays open")
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(frame.data_ref().unwrap()));
-        while let Some(end) = text.find("\n\n") {
-            let block: String = text.drain(..end + 2).collect();
-            let id = block.lines().find_map(|line| line.strip_prefix("id: "));
-            let data = block.lines().find_map(|line| line.strip_prefix("data: "));
-            if let (Some(id), Some(data)) = (id, data) {
-                events.push((id.parse().unwrap(), serde_json::from_str(data).unwrap()));
-            }
+    while events.len() < count {
+        let message = stream.next().await.expect("the stream stays open");
+        if let Some(id) = &message.id {
+            events.push((id.parse().unwrap(), message.json()));
         }
     }
     events
@@ -185,9 +173,9 @@ async fn event_streams_are_pushed_and_resume_after_the_last_event_id() {
     let messages = format!("{base}/faq/conversations/c1/messages");
 
     let response = send(request("GET", stream.clone()), Value::Null).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["content-type"], "text/event-stream");
-    let mut body = response.into_body();
+    let mut body = EventStream::from_response(response, "the event stream");
+    assert_eq!(body.status, 200);
+    assert_eq!(body.content_type(), "text/event-stream");
     let first = read_events(&mut body, 1).await;
     assert_eq!(first[0].0, 0);
     assert_eq!(first[0].1["type"], "conversation.created");
@@ -202,7 +190,7 @@ async fn event_streams_are_pushed_and_resume_after_the_last_event_id() {
     // Two more while no one listens; a reconnect after offset 2 gets exactly those.
     call(request("POST", messages), json!({"message": "refund?"})).await;
     let resumed = send(request("GET", stream).header("last-event-id", "2"), Value::Null).await;
-    let mut body = resumed.into_body();
+    let mut body = EventStream::from_response(resumed, "the resumed event stream");
     let missed = read_events(&mut body, 2).await;
     assert_eq!(missed.iter().map(|(offset, _)| *offset).collect::<Vec<_>>(), [3, 4]);
     assert_eq!(missed[0].1["data"]["text"], "refund?");

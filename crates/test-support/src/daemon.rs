@@ -383,19 +383,25 @@ impl Daemon {
     ) -> EventStream {
         let accept = [("accept", "text/event-stream")];
         let response = self.send(method.clone(), path, body, headers, &accept).await;
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        EventStream {
-            status,
-            headers,
-            body: response.into_body(),
-            buffer: Vec::new(),
-            what: format!("{method} {path}"),
-        }
+        EventStream::from_response(response, format!("{method} {path}"))
     }
 }
 
 impl EventStream {
+    /// Reads a response that has already arrived; `what` names it in failures.
+    pub fn from_response(
+        response: hyper::Response<hyper::body::Incoming>,
+        what: impl Into<String>,
+    ) -> EventStream {
+        EventStream {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            body: response.into_body(),
+            buffer: Vec::new(),
+            what: what.into(),
+        }
+    }
+
     pub fn content_type(&self) -> &str {
         self.headers.get("content-type").and_then(|value| value.to_str().ok()).unwrap_or_default()
     }
