@@ -10,7 +10,7 @@ use cairn_store::{
 use cairn_types::{ConflictSide, ConflictStatus, Memory, Status, Timestamp};
 use rusqlite::{Connection, Row, params};
 
-use crate::memory_rows::{insert_memory_row, live_change, update_memory_row, write_changed};
+use crate::memory_rows::{insert_memory_row, live_change, update_memory_row, write_changes};
 use crate::rows::{MEMORY_COLUMNS, memory_from_row};
 use crate::{SqliteStore, StoreError, sql};
 
@@ -140,10 +140,14 @@ fn to_review(
         .map(|row| row.map_err(sql)?)
         .collect::<Result<_>>()?;
     let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
-    for before in &waiting {
-        write_changed(tx, before, &change.applied_to(before, at), audit)?;
-    }
-    Ok(())
+    let changes: Vec<(Memory, Memory)> = waiting
+        .into_iter()
+        .map(|before| {
+            let after = change.applied_to(&before, at);
+            (before, after)
+        })
+        .collect();
+    write_changes(tx, &changes, audit)
 }
 
 #[async_trait]

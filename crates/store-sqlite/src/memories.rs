@@ -1,6 +1,8 @@
 //! The [`MemoryStore`] in SQLite: memories and their audit log, recalls, outcomes and
 //! patch evidence.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use cairn_store::{
     Adjacent, Audit, AuditFilter, GuardedChange, Label, MemoryChange, MemoryFilter, MemoryPage,
@@ -9,7 +11,7 @@ use cairn_store::{
 use cairn_types::{AuditEntry, Memory, Outcome, PatchEvidence, Timestamp};
 use rusqlite::{OptionalExtension, params};
 
-use crate::memory_rows::{live_change, read_memory, update_memory_row, write_changed};
+use crate::memory_rows::{live_change, read_memory, update_memory_row, write_changes};
 use crate::rows::{
     MEMORY_COLUMN_COUNT, MEMORY_COLUMNS, evidence_from_row, json_text, memory_from_row,
     outcome_from_row,
@@ -138,11 +140,19 @@ impl MemoryStore for SqliteStore {
             let audit = Audit { actor: &actor, action: &action };
             let mut applied = Vec::with_capacity(groups.len());
             let mut live = 0;
+            // The changes are written together at the end: a group sees an earlier group's
+            // changes here, as it would in the table.
+            let mut changed: HashMap<String, Memory> = HashMap::new();
+            let mut changes = Vec::new();
             for group in &groups {
                 // Each member as it is now, while it is the version the change was made for.
                 let mut current = Vec::with_capacity(group.len());
                 for guarded in group {
-                    match read_memory(tx, &guarded.id)? {
+                    let memory = match changed.get(&guarded.id) {
+                        Some(memory) => Some(memory.clone()),
+                        None => read_memory(tx, &guarded.id)?,
+                    };
+                    match memory {
                         Some(memory) if Version::of(&memory) == guarded.expected => {
                             current.push(memory)
                         }
@@ -151,14 +161,16 @@ impl MemoryStore for SqliteStore {
                 }
                 let expected = current.len() == group.len();
                 if expected {
-                    for (guarded, before) in group.iter().zip(&current) {
-                        let after = guarded.change.applied_to(before, at);
-                        write_changed(tx, before, &after, &audit)?;
-                        live += live_change(before, &after);
+                    for (guarded, before) in group.iter().zip(current) {
+                        let after = guarded.change.applied_to(&before, at);
+                        live += live_change(&before, &after);
+                        changed.insert(after.id.clone(), after.clone());
+                        changes.push((before, after));
                     }
                 }
                 applied.push(expected);
             }
+            write_changes(tx, &changes, &audit)?;
             Ok((applied, live))
         })
         .await

@@ -175,6 +175,65 @@ pub(crate) fn write_changed(
     audit::append(tx, audit, after.updated_at, &before.id, Some(before), Some(after))
 }
 
+/// Stores each change's `after` over its `before`, with their audit entries in order, in one
+/// statement however many there are (see [`insert_memory_rows`] for why one: a statement a
+/// change made an FTS5 segment a change when the text, the tags or liveness changed, as a
+/// merge's archives do). A memory changed twice ends as its last change made it.
+pub(crate) fn write_changes(
+    tx: &rusqlite::Transaction<'_>,
+    changes: &[(Memory, Memory)],
+    audit: &Audit<'_>,
+) -> Result<()> {
+    let rows = (changes.len() > 1).then(|| {
+        let mut written = std::collections::HashSet::new();
+        let last: Vec<ChangedValues<'_>> = changes
+            .iter()
+            .rev()
+            .filter(|(before, _)| written.insert(before.id.as_str()))
+            .map(|(before, after)| changed_values(&before.id, after))
+            .collect();
+        json_text(&last)
+    });
+    // One change, or text `jsonb_each` would cut at a NUL (see `insert_memory_rows_only`):
+    // a statement each.
+    let Some(rows) = rows.filter(|rows| !rows.contains("\\u0000")) else {
+        for (before, after) in changes {
+            write_changed(tx, before, after, audit)?;
+        }
+        return Ok(());
+    };
+    tx.prepare_cached(
+        "UPDATE memories SET content = v.value ->> 1, scope = v.value ->> 2, \
+         status = v.value ->> 3, tags = v.value ->> 4, metadata = v.value ->> 5, \
+         archived_at = v.value ->> 6, updated_at = v.value ->> 7 \
+         FROM jsonb_each(?1) AS v WHERE memories.id = v.value ->> 0",
+    )
+    .map_err(sql)?
+    .execute([rows])
+    .map_err(sql)?;
+    for (before, after) in changes {
+        audit::append(tx, audit, after.updated_at, &before.id, Some(before), Some(after))?;
+    }
+    Ok(())
+}
+
+/// What a change writes of a memory, in [`write_changes`]' order.
+type ChangedValues<'a> =
+    (&'a str, &'a str, &'static str, &'static str, String, String, Option<i64>, i64);
+
+fn changed_values<'a>(id: &'a str, after: &'a Memory) -> ChangedValues<'a> {
+    (
+        id,
+        &after.content,
+        after.scope.as_str(),
+        after.status.as_str(),
+        json_text(&after.tags),
+        json_text(&after.metadata),
+        after.archived_at.map(Timestamp::as_millis),
+        after.updated_at.as_millis(),
+    )
+}
+
 /// How a change from `before` to `after` moves the count of live memories.
 pub(crate) fn live_change(before: &Memory, after: &Memory) -> i64 {
     i64::from(after.archived_at.is_none()) - i64::from(before.archived_at.is_none())

@@ -608,6 +608,39 @@ pub(super) async fn guarded_changes_apply_whole_or_not_at_all(store: Arc<dyn Sto
     assert_eq!(read(2).await.tags, ["merged"]);
     assert_eq!(read(0).await.status, Status::Stale, "an untouched active memory goes stale");
     assert_eq!(read(2).await.status, Status::Active, "a memory changed since is not stale");
+    // The full-text index has what the changes wrote, archives included.
+    let archive = GuardedChange {
+        id: memories[0].id.clone(),
+        change: MemoryChange {
+            archived_at: Some(Some(Timestamp::from_millis(60))),
+            ..Default::default()
+        },
+        expected: Version::of(&read(0).await),
+    };
+    let retag = GuardedChange {
+        id: memories[1].id.clone(),
+        change: MemoryChange { tags: Some(vec!["merged".to_owned()]), ..Default::default() },
+        expected: Version::of(&read(1).await),
+    };
+    let applied = store
+        .apply_guarded(&[vec![archive, retag]], Timestamp::from_millis(60), &TEST_AUDIT)
+        .await
+        .unwrap();
+    assert_eq!(applied, [true]);
+    let search = |word: &str| {
+        let (store, terms) = (store.clone(), vec![word.to_owned()]);
+        async move {
+            let found = store.search_memories(&terms, &MemoryFilter::default(), 10).await.unwrap();
+            let mut ids: Vec<String> = found.into_iter().map(|hit| hit.memory.id).collect();
+            ids.sort();
+            ids
+        }
+    };
+    let mut merged = vec![memories[1].id.clone(), memories[2].id.clone()];
+    merged.sort();
+    assert_eq!(search("merged").await, merged, "re-tagged memories are found by their tags");
+    assert_eq!(search("edited").await, Vec::<String>::new(), "a replaced tag is not");
+    assert!(search("memory").await.iter().all(|id| *id != memories[0].id), "archived: gone");
     let seen = read(2).await;
     store
         .record_recall(&[memories[2].id.clone()], "task", Timestamp::from_millis(150))
