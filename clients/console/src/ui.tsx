@@ -105,3 +105,32 @@ export function Toggle(props: { open: boolean; onToggle: (open: boolean) => void
     </button>
   );
 }
+
+/** A list of cards (busy while `loading`), one per item, and the `empty` text once loaded and empty. */
+export function CardList<T>(props: {
+  label: string;
+  loading: boolean;
+  items?: T[];
+  empty: ReactNode;
+  children: (item: T) => ReactNode;
+}) {
+  return (
+    <>
+      <ul className="cards" aria-busy={props.loading} aria-label={props.label}>
+        {props.items?.map((item) => props.children(item))}
+      </ul>
+      {props.items && props.items.length === 0 && <p className="empty">{props.empty}</p>}
+    </>
+  );
+}
+
+/** A page's "Add …" form: `toggle` opens and closes it (for the page's actions), `added()` closes it and runs `then`. */
+export function useAdding(label: string, then: () => void) {
+  const [open, setOpen] = useState(false);
+  const toggle = <Toggle open={open} onToggle={setOpen} label={label} />;
+  const added = () => {
+    setOpen(false);
+    then();
+  };
+  return { open, toggle, added };
+}

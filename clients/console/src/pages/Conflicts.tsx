@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { call, formatTime, type Conflict } from "../api";
-import { Badge, ErrorText, Page, useAction, useLoad } from "../ui";
+import { Badge, CardList, ErrorText, Page, useAction, useLoad } from "../ui";
 
 /** Contradicting memories the dream cycle found: keep a side, keep both, or merge. */
 export function ConflictsPage() {
@@ -21,16 +21,18 @@ export function ConflictsPage() {
       }
     >
       <ErrorText error={error} />
-      <ul className="cards" aria-busy={loading} aria-label="conflicts">
-        {data?.conflicts.map((conflict) => (
-          <ConflictCard key={conflict.id} conflict={conflict} onResolved={reload} />
-        ))}
-      </ul>
-      {data && data.conflicts.length === 0 && (
-        <p className="empty">
-          No {status === "all" ? "" : status} conflicts. The dream cycle finds them (run it from the Dream cycle page).
-        </p>
-      )}
+      <CardList
+        label="conflicts"
+        loading={loading}
+        items={data?.conflicts}
+        empty={
+          <>
+            No {status === "all" ? "" : status} conflicts. The dream cycle finds them (run it from the Dream cycle page).
+          </>
+        }
+      >
+        {(conflict) => <ConflictCard key={conflict.id} conflict={conflict} onResolved={reload} />}
+      </CardList>
     </Page>
   );
 }

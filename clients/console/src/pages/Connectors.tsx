@@ -1,33 +1,23 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { call, formatTime, type Connector, type ConnectorHealth, type SyncReport } from "../api";
-import { Badge, ErrorText, Page, Toggle, useAction, useLoad } from "../ui";
+import { Badge, CardList, ErrorText, Page, useAction, useAdding, useLoad } from "../ui";
 
 /** Folders and repositories imported as memories: their health, a sync, adding and removing. */
 export function ConnectorsPage() {
   const { data, error, loading, reload } = useLoad(() => call<{ connectors: Connector[] }>("GET", "/api/connectors"), []);
-  const [adding, setAdding] = useState(false);
+  const adding = useAdding("Add connector", reload);
   return (
-    <Page
-      title="Connectors"
-      actions={<Toggle open={adding} onToggle={setAdding} label="Add connector" />}
-    >
-      {adding && (
-        <AddConnector
-          onAdded={() => {
-            setAdding(false);
-            reload();
-          }}
-        />
-      )}
+    <Page title="Connectors" actions={adding.toggle}>
+      {adding.open && <AddConnector onAdded={adding.added} />}
       <ErrorText error={error} />
-      <ul className="cards" aria-busy={loading} aria-label="connectors">
-        {data?.connectors.map((connector) => (
-          <ConnectorCard key={connector.id} connector={connector} onChanged={reload} />
-        ))}
-      </ul>
-      {data && data.connectors.length === 0 && (
-        <p className="empty">No connectors. A connector imports a folder of docs or a repository's history.</p>
-      )}
+      <CardList
+        label="connectors"
+        loading={loading}
+        items={data?.connectors}
+        empty="No connectors. A connector imports a folder of docs or a repository's history."
+      >
+        {(connector) => <ConnectorCard key={connector.id} connector={connector} onChanged={reload} />}
+      </CardList>
     </Page>
   );
 }

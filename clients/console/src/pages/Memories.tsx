@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { call, formatTime, type Memory, type MemoryList, type Scope, type Status } from "../api";
-import { Badge, ErrorText, Page, Pager, Toggle, useAction, useLoad } from "../ui";
+import { Badge, ErrorText, Page, Pager, useAction, useAdding, useLoad } from "../ui";
 
 const SCOPES: Scope[] = ["repo", "user", "global", "task"];
 const STATUSES: Status[] = ["active", "review", "stale"];
@@ -22,7 +22,6 @@ export function MemoriesPage() {
   const [draft, setDraft] = useState<Filters>(EMPTY);
   const [filters, setFilters] = useState<Filters>(EMPTY);
   const [offset, setOffset] = useState(0);
-  const [adding, setAdding] = useState(false);
   const { data, error, loading, reload } = useLoad<Listing>(async () => {
     const common = { scope: filters.scope, status: filters.status, repo: filters.repo.trim() };
     if (filters.q.trim()) {
@@ -41,6 +40,10 @@ export function MemoriesPage() {
     });
     return { kind: "list", list };
   }, [filters, offset]);
+  const adding = useAdding("Add memory", () => {
+    setOffset(0);
+    reload();
+  });
 
   const apply = (event: FormEvent) => {
     event.preventDefault();
@@ -51,19 +54,8 @@ export function MemoriesPage() {
   const scores = new Map(data?.kind === "search" ? data.hits.map((hit) => [hit.memory.id, hit.score]) : []);
 
   return (
-    <Page
-      title="Memories"
-      actions={<Toggle open={adding} onToggle={setAdding} label="Add memory" />}
-    >
-      {adding && (
-        <AddMemory
-          onAdded={() => {
-            setAdding(false);
-            setOffset(0);
-            reload();
-          }}
-        />
-      )}
+    <Page title="Memories" actions={adding.toggle}>
+      {adding.open && <AddMemory onAdded={adding.added} />}
       <form className="filters" onSubmit={apply} role="search">
         <input
           type="search"

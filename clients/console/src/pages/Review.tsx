@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { call, type MemoryList } from "../api";
-import { ErrorText, Page, Pager, useAction, useLoad } from "../ui";
+import { CardList, ErrorText, Page, Pager, useAction, useLoad } from "../ui";
 import { MemoryCard } from "./Memories";
 
 const LIMIT = 20;
@@ -24,8 +24,8 @@ export function ReviewPage() {
         conflict keeps its side; rejecting archives it (restorable).
       </p>
       <ErrorText error={error ?? action.error} />
-      <ul className="cards" aria-busy={loading} aria-label="review queue">
-        {data?.memories.map((memory) => (
+      <CardList label="review queue" loading={loading} items={data?.memories} empty="Nothing waits for review.">
+        {(memory) => (
           <MemoryCard
             key={memory.id}
             memory={memory}
@@ -41,9 +41,8 @@ export function ReviewPage() {
               </>
             }
           />
-        ))}
-      </ul>
-      {data && data.memories.length === 0 && <p className="empty">Nothing waits for review.</p>}
+        )}
+      </CardList>
       {data && <Pager offset={offset} limit={LIMIT} total={data.total} onChange={setOffset} />}
     </Page>
   );
