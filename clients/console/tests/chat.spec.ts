@@ -1,14 +1,9 @@
-import { expect, screenshot, test } from "./fixtures";
+import { expect, openChat, screenshot, test } from "./fixtures";
 
 test("book a demo with the bundled agent through the chat widget", async ({ page, daemon }) => {
   await page.goto("/conversations");
-  await page.getByRole("button", { name: "New chat" }).click();
-  const chat = page.getByRole("region", { name: "Chat with the agent" });
+  const { chat, log } = await openChat(page, "I would like to book a demo");
   await expect(chat).toBeVisible();
-
-  await chat.getByRole("textbox", { name: "Message" }).fill("I would like to book a demo");
-  await chat.getByRole("button", { name: "Send" }).click();
-  const log = chat.getByRole("log", { name: "Messages" });
   await expect(log).toContainText("I would like to book a demo");
   await expect(log).toContainText("Happy to set that up. Where can we reach you?");
 
@@ -84,11 +79,7 @@ test("the chat panel talks by voice: the microphone goes to the daemon's voice s
 
 test("the operator asks for feedback: the chat shows the agent's rating widget as it happens", async ({ page, daemon }) => {
   await page.goto("/conversations");
-  await page.getByRole("button", { name: "New chat" }).click();
-  const chat = page.getByRole("region", { name: "Chat with the agent" });
-  await chat.getByRole("textbox", { name: "Message" }).fill("hello");
-  await chat.getByRole("button", { name: "Send" }).click();
-  const log = chat.getByRole("log", { name: "Messages" });
+  const { chat, log } = await openChat(page, "hello");
   await expect(log).toContainText("Hi! I can book a demo for you, or put you through to a person.");
   const conversationId = (await page.locator(".chat-panel .voice code").textContent())!;
 

@@ -55,6 +55,15 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `test-results/screenshots/${name}.png`, fullPage: true });
 }
 
+/** Opens the chat panel of the Conversations page shown and sends `text`: the panel and its message log. */
+export async function openChat(page: Page, text: string) {
+  await page.getByRole("button", { name: "New chat" }).click();
+  const chat = page.getByRole("region", { name: "Chat with the agent" });
+  await chat.getByRole("textbox", { name: "Message" }).fill(text);
+  await chat.getByRole("button", { name: "Send" }).click();
+  return { chat, log: chat.getByRole("log", { name: "Messages" }) };
+}
+
 /** A word no other test uses, so tests sharing a daemon never see each other's data. */
 export function unique(prefix: string): string {
   return `${prefix}${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`;

@@ -1,4 +1,4 @@
-import { expect, screenshot, test } from "./fixtures";
+import { expect, openChat, screenshot, test } from "./fixtures";
 
 test("the production profile asks for an API key, keeps it for the tab only, and forgets it", async ({ page, daemon }) => {
   await page.goto(daemon.productionUrl + "/memories");
@@ -62,11 +62,7 @@ test("in production the chat panel talks with the operator's key, event stream i
   await login.getByLabel("API key").fill(daemon.key);
   await login.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("link", { name: "Conversations" }).click();
-  await page.getByRole("button", { name: "New chat" }).click();
-  const chat = page.getByRole("region", { name: "Chat with the agent" });
-  await chat.getByRole("textbox", { name: "Message" }).fill("I would like to book a demo");
-  await chat.getByRole("button", { name: "Send" }).click();
-  const log = chat.getByRole("log", { name: "Messages" });
+  const { log } = await openChat(page, "I would like to book a demo");
   await expect(log).toContainText("Happy to set that up. Where can we reach you?");
   const form = log.locator("form").filter({ has: page.getByLabel("Email") });
   await form.getByLabel("Name").fill("Grace");
