@@ -47,6 +47,20 @@ async function waitFor(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
+/** Follows the conversation's event stream while `hello` is sent, until the reply is on it: the events and the errors the stream reported. */
+async function streamReply(browser: ServiceClient, conversationId: string) {
+  const events: RuntimeEvent[] = [];
+  const errors: unknown[] = [];
+  const stop = browser.streamEvents(conversationId, { onEvent: (event) => events.push(event), onError: (error) => errors.push(error) });
+  try {
+    await browser.sendMessage(conversationId, "hello");
+    await waitFor(() => events.some((event) => event.data.role === "assistant"), "the reply on the stream");
+  } finally {
+    stop();
+  }
+  return { events, errors };
+}
+
 describe("a browser with a conversation token", () => {
   test("talks in its conversation and is refused another (403) and everything else", async () => {
     const mine = await startChat();
@@ -114,18 +128,10 @@ describe("a browser with a conversation token", () => {
       headers: { authorization: `Bearer ${mine.token}` },
       EventSource: RecordingEventSource,
     });
-    const events: RuntimeEvent[] = [];
-    const errors: unknown[] = [];
-    const stop = browser.streamEvents(mine.conversationId, { onEvent: (event) => events.push(event), onError: (error) => errors.push(error) });
-    try {
-      await browser.sendMessage(mine.conversationId, "hello");
-      await waitFor(() => events.some((event) => event.data.role === "assistant"), "the reply on the stream");
-      expect(events.map((event) => event.offset)).toEqual(events.map((_, index) => index));
-      expect(urls[0]).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream?token=${mine.token}`);
-      expect(errors).toEqual([]);
-    } finally {
-      stop();
-    }
+    const { events, errors } = await streamReply(browser, mine.conversationId);
+    expect(events.map((event) => event.offset)).toEqual(events.map((_, index) => index));
+    expect(urls[0]).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream?token=${mine.token}`);
+    expect(errors).toEqual([]);
 
     const refused: unknown[] = [];
     const stopOther = browser.streamEvents(theirs.conversationId, { onEvent: () => {}, onError: (error) => refused.push(error) });
@@ -164,17 +170,9 @@ describe("a browser with a conversation token", () => {
     const mine = await startChat();
     const urls: string[] = [];
     const browser = browserOf(mine.token, urls);
-    const events: RuntimeEvent[] = [];
-    const errors: unknown[] = [];
-    const stop = browser.streamEvents(mine.conversationId, { onEvent: (event) => events.push(event), onError: (error) => errors.push(error) });
-    try {
-      await browser.sendMessage(mine.conversationId, "hello");
-      await waitFor(() => events.some((event) => event.data.role === "assistant"), "the reply on the stream");
-      expect(events[0]!.type).toBe("conversation.created");
-      expect(urls[0]).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream`);
-      expect(errors).toEqual([]);
-    } finally {
-      stop();
-    }
+    const { events, errors } = await streamReply(browser, mine.conversationId);
+    expect(events[0]!.type).toBe("conversation.created");
+    expect(urls[0]).toBe(`${daemon.runtimeUrl}/conversations/${mine.conversationId}/events/stream`);
+    expect(errors).toEqual([]);
   });
 });
