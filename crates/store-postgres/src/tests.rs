@@ -35,6 +35,12 @@ fn event(n: u64) -> NewEvent {
     NewEvent { kind: "said".to_owned(), data: serde_json::json!({"n": n}) }
 }
 
+/// A server with two stores on one database, as two daemons would share it.
+async fn two_stores() -> (TestCluster, PgStore, PgStore) {
+    let (cluster, url) = TestCluster::with_database();
+    (cluster, open(&url, "public").await, open(&url, "public").await)
+}
+
 /// Creates a conversation with no events; its id.
 async fn conversation(store: &PgStore) -> String {
     let conversation = sample_conversation("agent-a", 1_000);
@@ -165,8 +171,7 @@ async fn a_changed_migration_refuses_to_start_and_a_newer_one_is_tolerated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_through_two_stores_get_offsets_in_commit_order() {
-    let (_cluster, url) = TestCluster::with_database();
-    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let (_cluster, a, b) = two_stores().await;
     let id = conversation(&a).await;
     let mut tasks = Vec::new();
     for task in 0..8u64 {
@@ -246,8 +251,7 @@ fn heard_append(heard: &Mutex<Vec<ExternalChange>>, id: &str, next: u64) -> bool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_recovers_from_dropped_connections_by_itself() {
-    let (cluster, url) = TestCluster::with_database();
-    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let (cluster, a, b) = two_stores().await;
     let heard = recorder(&a);
     let id = conversation(&b).await;
     b.commit(&Commit::events(&id, vec![event(1)], Timestamp::from_millis(2))).await.unwrap();
@@ -282,8 +286,7 @@ async fn a_store_recovers_from_dropped_connections_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_carries_on_after_the_server_restarts() {
-    let (cluster, url) = TestCluster::with_database();
-    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let (cluster, a, b) = two_stores().await;
     let heard = recorder(&a);
     let id = conversation(&a).await;
     heard.lock().unwrap().clear();
@@ -515,8 +518,7 @@ async fn an_erasure_racing_an_append_leaves_nothing_behind() {
 /// store, and released with the guard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_locks_are_held_at_once_without_a_connection_each() {
-    let (_cluster, url) = TestCluster::with_database();
-    let (a, b) = (open(&url, "public").await, open(&url, "public").await);
+    let (_cluster, a, b) = two_stores().await;
     let mut held = Vec::new();
     for n in 0..64 {
         held.push(a.lock(&format!("conversation-{n}")).await.unwrap().unwrap());
