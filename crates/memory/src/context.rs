@@ -10,7 +10,7 @@ use cairn_types::{
 
 use crate::rank::{self, Preferences, Ranked};
 use crate::tokens;
-use crate::{Engine, Result, privacy, text, validate};
+use crate::{CandidateQuery, Engine, Result, privacy, text, validate};
 
 pub(crate) async fn context_pack(engine: &Engine, request: ContextRequest) -> Result<ContextPack> {
     let task = validate::required_text("task", Some(request.task), validate::MAX_TEXT_BYTES)?;
@@ -41,8 +41,9 @@ async fn repo_candidates(
     budget: u32,
 ) -> Result<Vec<cairn_store::TextMatch>> {
     let filter = MemoryFilter::default();
-    let mut candidates =
-        engine.candidates(text, &filter, repo, candidates_for(budget), None).await?;
+    let limit = candidates_for(budget);
+    let query = CandidateQuery { text, filter: &filter, repo, limit, mode: None };
+    let mut candidates = engine.candidates(query).await?;
     candidates.retain(|candidate| crate::repo_admits(repo, candidate.memory.repo.as_deref()));
     Ok(candidates)
 }

@@ -127,6 +127,18 @@ impl Decision {
 /// The store's lock that decisions hold, so daemons sharing a store decide one at a time.
 const DECISIONS_LOCK: &str = "memory/decisions";
 
+/// What [`Engine::candidates`] looks for: memories matching `text` that pass `filter`, at
+/// most `limit`, the semantic side keeping to the repository rule for `repo`, retrieved by
+/// `mode` (the daemon's default when `None`).
+#[derive(Clone, Copy)]
+pub(crate) struct CandidateQuery<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) filter: &'a MemoryFilter,
+    pub(crate) repo: Option<&'a str>,
+    pub(crate) limit: u32,
+    pub(crate) mode: Option<RetrievalMode>,
+}
+
 /// Held by a decision (see [`Engine::decision_lock`]) until dropped.
 pub(crate) struct DecisionGuard {
     _local: tokio::sync::OwnedMutexGuard<()>,
@@ -552,13 +564,9 @@ impl Engine {
     /// caller still applies the rule to the whole.
     pub(crate) async fn candidates(
         &self,
-        text: &str,
-        filter: &MemoryFilter,
-        repo: Option<&str>,
-        limit: u32,
-        mode: Option<RetrievalMode>,
+        query: CandidateQuery<'_>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let mut found = self.candidates_of_anyone(text, filter, repo, limit, mode).await?;
+        let mut found = self.candidates_of_anyone(query).await?;
         found.retain(|candidate| privacy::owners(&candidate.memory).next().is_none());
         Ok(found)
     }
@@ -566,28 +574,20 @@ impl Engine {
     /// Candidates without the privacy rule: callers filter by who reads.
     async fn candidates_of_anyone(
         &self,
-        text: &str,
-        filter: &MemoryFilter,
-        repo: Option<&str>,
-        limit: u32,
-        mode: Option<RetrievalMode>,
+        query: CandidateQuery<'_>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
-        let terms = text::query_terms(text);
-        let matches = self.matches(text, &terms, filter, repo, limit, mode).await?;
+        let terms = text::query_terms(query.text);
+        let matches = self.matches(query, &terms).await?;
         let covered = cues::cover(&terms, matches);
-        let spread = neighbours::propagate(self.store.as_ref(), covered, filter).await?;
-        Ok(cues::prefer_speakers(text, spread))
+        let spread = neighbours::propagate(self.store.as_ref(), covered, query.filter).await?;
+        Ok(cues::prefer_speakers(query.text, spread))
     }
 
     /// What matches the text, by words (its query `terms`), meaning or both.
     async fn matches(
         &self,
-        text: &str,
+        CandidateQuery { text, filter, repo, limit, mode }: CandidateQuery<'_>,
         terms: &[String],
-        filter: &MemoryFilter,
-        repo: Option<&str>,
-        limit: u32,
-        mode: Option<RetrievalMode>,
     ) -> Result<Vec<cairn_store::TextMatch>> {
         let mode = mode.unwrap_or(self.retrieval());
         if mode != RetrievalMode::Fulltext && self.semantic.is_none() {
@@ -672,8 +672,9 @@ impl Engine {
         // Other repositories' memories are dropped below: ask for more when there may be some.
         let wanted = if query.repo.is_some() { limit.max(50) * 4 } else { limit.max(50) };
         let repo = query.repo.as_deref();
-        let mut candidates =
-            self.candidates_of_anyone(&q, &filter, repo, wanted, query.mode).await?;
+        let ask =
+            CandidateQuery { text: &q, filter: &filter, repo, limit: wanted, mode: query.mode };
+        let mut candidates = self.candidates_of_anyone(ask).await?;
         candidates.retain(|candidate| {
             repo_admits(query.repo.as_deref(), candidate.memory.repo.as_deref())
                 && privacy::readable(&candidate.memory, owners, &shared)
