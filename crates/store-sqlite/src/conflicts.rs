@@ -120,8 +120,11 @@ fn add_members(
     Ok(())
 }
 
+/// How many memories [`to_review`] writes with one statement.
+const REVIEW_CHUNK: usize = 5_000;
+
 /// Moves the memories `ids` of a conflict to `review`, those not archived or there already:
-/// read in one statement, each written with its audit entry.
+/// read in one statement, written a chunk a statement, each with its audit entry.
 fn to_review(
     tx: &rusqlite::Transaction<'_>,
     ids: &[&str],
@@ -140,14 +143,15 @@ fn to_review(
         .map(|row| row.map_err(sql)?)
         .collect::<Result<_>>()?;
     let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
-    let changes: Vec<(Memory, Memory)> = waiting
-        .into_iter()
-        .map(|before| {
-            let after = change.applied_to(&before, at);
-            (before, after)
-        })
-        .collect();
-    write_changes(tx, &changes, audit)
+    // A few thousand at a time: a conflict can name hundreds of thousands of memories.
+    for chunk in waiting.chunks(REVIEW_CHUNK) {
+        let changes: Vec<(Memory, Memory)> = chunk
+            .iter()
+            .map(|before| (before.clone(), change.applied_to(before, at)))
+            .collect();
+        write_changes(tx, &changes, audit)?;
+    }
+    Ok(())
 }
 
 #[async_trait]

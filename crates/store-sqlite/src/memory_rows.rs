@@ -161,16 +161,7 @@ pub(crate) fn write_changed(
          archived_at = ?7, updated_at = ?8 WHERE id = ?1",
     )
     .map_err(sql)?
-    .execute(params![
-        before.id,
-        after.content,
-        after.scope.as_str(),
-        after.status.as_str(),
-        json_text(&after.tags),
-        json_text(&after.metadata),
-        after.archived_at.map(Timestamp::as_millis),
-        after.updated_at.as_millis(),
-    ])
+    .execute(changed_values(&before.id, after))
     .map_err(sql)?;
     audit::append(tx, audit, after.updated_at, &before.id, Some(before), Some(after))
 }
@@ -217,7 +208,8 @@ pub(crate) fn write_changes(
     Ok(())
 }
 
-/// What a change writes of a memory, in [`write_changes`]' order.
+/// What a change writes of a memory, in the order of [`write_changed`]'s parameters and
+/// [`write_changes`]' rows.
 type ChangedValues<'a> =
     (&'a str, &'a str, &'static str, &'static str, String, String, Option<i64>, i64);
 
