@@ -145,10 +145,8 @@ fn to_review(
     let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
     // A few thousand at a time: a conflict can name hundreds of thousands of memories.
     for chunk in waiting.chunks(REVIEW_CHUNK) {
-        let changes: Vec<(Memory, Memory)> = chunk
-            .iter()
-            .map(|before| (before.clone(), change.applied_to(before, at)))
-            .collect();
+        let changes: Vec<(Memory, Memory)> =
+            chunk.iter().map(|before| (before.clone(), change.applied_to(before, at))).collect();
         write_changes(tx, &changes, audit)?;
     }
     Ok(())
