@@ -144,9 +144,16 @@ fn to_review(
         .collect::<Result<_>>()?;
     let change = MemoryChange { status: Some(Status::Review), ..MemoryChange::default() };
     // A few thousand at a time: a conflict can name hundreds of thousands of memories.
-    for chunk in waiting.chunks(REVIEW_CHUNK) {
-        let changes: Vec<(Memory, Memory)> =
-            chunk.iter().map(|before| (before.clone(), change.applied_to(before, at))).collect();
+    let mut waiting = waiting.into_iter().peekable();
+    while waiting.peek().is_some() {
+        let changes: Vec<(Memory, Memory)> = waiting
+            .by_ref()
+            .take(REVIEW_CHUNK)
+            .map(|before| {
+                let after = change.applied_to(&before, at);
+                (before, after)
+            })
+            .collect();
         write_changes(tx, &changes, audit)?;
     }
     Ok(())

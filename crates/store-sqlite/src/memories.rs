@@ -141,15 +141,16 @@ impl MemoryStore for SqliteStore {
             let mut applied = Vec::with_capacity(groups.len());
             let mut live = 0;
             // The changes are written together at the end: a group sees an earlier group's
-            // changes here, as it would in the table.
-            let mut changed: HashMap<String, Memory> = HashMap::new();
-            let mut changes = Vec::new();
+            // changes here (the last change of each memory, by its place in `changes`), as it
+            // would in the table.
+            let mut changes: Vec<(Memory, Memory)> = Vec::new();
+            let mut last_change: HashMap<String, usize> = HashMap::new();
             for group in &groups {
                 // Each member as it is now, while it is the version the change was made for.
                 let mut current = Vec::with_capacity(group.len());
                 for guarded in group {
-                    let memory = match changed.get(&guarded.id) {
-                        Some(memory) => Some(memory.clone()),
+                    let memory = match last_change.get(&guarded.id) {
+                        Some(&at) => Some(changes[at].1.clone()),
                         None => read_memory(tx, &guarded.id)?,
                     };
                     match memory {
@@ -164,7 +165,7 @@ impl MemoryStore for SqliteStore {
                     for (guarded, before) in group.iter().zip(current) {
                         let after = guarded.change.applied_to(&before, at);
                         live += live_change(&before, &after);
-                        changed.insert(after.id.clone(), after.clone());
+                        last_change.insert(after.id.clone(), changes.len());
                         changes.push((before, after));
                     }
                 }
